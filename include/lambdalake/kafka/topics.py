@@ -1,0 +1,81 @@
+"""Create topics from settings, idempotently, and report any drift from what settings say."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from lambdalake.settings import KafkaSettings, TopicSettings
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic differs from its settings; Kafka cannot silently fix that."""
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What ``ensure_topic`` found or did."""
+
+    name: str
+    created: bool
+
+
+def topic_configs(topic: TopicSettings) -> dict[str, str]:
+    return {
+        "retention.ms": str(topic.retention_ms),
+        "cleanup.policy": topic.cleanup_policy,
+        "min.insync.replicas": str(topic.min_insync_replicas),
+    }
+
+
+def ensure_topic(kafka: KafkaSettings, topic: TopicSettings, timeout: float = 30.0) -> TopicState:
+    """Create ``topic`` if missing; raise ``TopicMismatch`` if it exists with other settings."""
+    admin = AdminClient(kafka.client_config())
+    metadata = admin.list_topics(timeout=timeout)
+    if topic.name not in metadata.topics:
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    topic.name,
+                    num_partitions=topic.partitions,
+                    replication_factor=topic.replication_factor,
+                    config=topic_configs(topic),
+                )
+            ],
+            operation_timeout=timeout,
+        )
+        try:
+            futures[topic.name].result(timeout)
+            return TopicState(topic.name, created=True)
+        except KafkaException as error:  # created concurrently by someone else: check it
+            if error.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise
+        metadata = admin.list_topics(topic=topic.name, timeout=timeout)
+    _check_matches(admin, topic, metadata.topics[topic.name], timeout)
+    return TopicState(topic.name, created=False)
+
+
+def _check_matches(admin: AdminClient, topic: TopicSettings, found: object, timeout: float) -> None:
+    partitions = found.partitions  # type: ignore[attr-defined]
+    problems = []
+    if len(partitions) != topic.partitions:
+        problems.append(f"partitions: settings {topic.partitions}, topic {len(partitions)}")
+    replication = len(next(iter(partitions.values())).replicas) if partitions else 0
+    if replication != topic.replication_factor:
+        problems.append(
+            f"replication factor: settings {topic.replication_factor}, topic {replication}"
+        )
+    resource = ConfigResource(ResourceType.TOPIC, topic.name)
+    described = admin.describe_configs([resource])[resource].result(timeout)
+    for key, wanted in topic_configs(topic).items():
+        actual = described[key].value if key in described else None
+        if actual != wanted:
+            problems.append(f"{key}: settings {wanted}, topic {actual}")
+    if problems:
+        raise TopicMismatch(
+            f"topic {topic.name!r} exists but differs from its settings: "
+            + "; ".join(problems)
+            + ". Change the settings or migrate the topic; nothing was altered."
+        )

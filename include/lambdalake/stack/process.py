@@ -1,0 +1,174 @@
+"""Long-running local processes, started and stopped by PID.
+
+Each process of the local stack runs in its own session (process group), logs to one file
+and is remembered by a small JSON pid file. ``stop`` signals the whole group, so children
+(Airflow's worker processes, a JVM launched by a wrapper) go with it, and nothing that
+``start`` did not start is ever touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+class StackError(RuntimeError):
+    """A component of the local stack failed; the message names it and its log file."""
+
+
+@dataclass(frozen=True)
+class ManagedProcess:
+    """One named process of the stack, with its pid file and log file under ``run_dir``."""
+
+    name: str
+    run_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / f"{self.name}.pid.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir.parent / "logs" / f"{self.name}.log"
+
+    def start(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        """Start ``command`` detached from this process, unless it is already running."""
+        running = self.pid()
+        if running is not None:
+            return running
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {self.name}\n".encode())
+            log.flush()
+            popen = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        created = psutil.Process(popen.pid).create_time()
+        self.pid_file.write_text(json.dumps({"pid": popen.pid, "create_time": created}))
+        return popen.pid
+
+    def pid(self) -> int | None:
+        """The PID if the process we started is still alive (a reused PID does not count)."""
+        try:
+            record = json.loads(self.pid_file.read_text())
+            process = psutil.Process(record["pid"])
+            if abs(process.create_time() - record["create_time"]) > 0.01:
+                return None
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return int(record["pid"])
+        except (FileNotFoundError, ValueError, KeyError, psutil.NoSuchProcess):
+            return None
+
+    def members(self) -> list[psutil.Process]:
+        """The process and every descendant (for memory accounting and for stopping)."""
+        pid = self.pid()
+        if pid is None:
+            return []
+        try:
+            root = psutil.Process(pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def rss_bytes(self) -> int:
+        total = 0
+        for process in self.members():
+            try:
+                total += process.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM the process group, then SIGKILL what is left; True if it was running."""
+        members = self.members()
+        if not members:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        pgid = os.getpgid(members[0].pid)
+        _signal_group(pgid, members, signal.SIGTERM)
+        _, alive = psutil.wait_procs(members, timeout=timeout)
+        if alive:
+            _signal_group(pgid, alive, signal.SIGKILL)
+            psutil.wait_procs(alive, timeout=10)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once (chaos tests: a crash, not a shutdown)."""
+        members = self.members()
+        if members:
+            _signal_group(os.getpgid(members[0].pid), members, signal.SIGKILL)
+            psutil.wait_procs(members, timeout=10)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log yet)"
+
+    def wait_until(self, healthy: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``healthy`` until it holds; fail naming the component and its log file."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid() is None:
+                raise StackError(
+                    f"{self.name} exited while starting; see {self.log_file}:\n{self.log_tail()}"
+                )
+            try:
+                if healthy():
+                    return
+            except Exception:  # noqa: BLE001 - any probe failure means "not yet"
+                pass
+            time.sleep(0.5)
+        raise StackError(
+            f"{self.name} did not become healthy ({what}) within {timeout:.0f}s; "
+            f"see {self.log_file}:\n{self.log_tail()}"
+        )
+
+
+def _signal_group(pgid: int, members: Sequence[psutil.Process], sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+    for process in members:  # children that left the group
+        try:
+            process.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def run_checked(
+    command: Sequence[str], log_file: Path, env: Mapping[str, str] | None = None
+) -> None:
+    """Run a one-shot setup command, appending its output to ``log_file``; raise on failure."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as log:
+        result = subprocess.run(
+            list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])
+        raise StackError(f"{command[0]} failed ({result.returncode}); see {log_file}:\n{tail}")

@@ -1,0 +1,46 @@
+"""Real components, started once per test session (or reused if already running)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from lambdalake.settings import Settings, get_settings
+from lambdalake.stack.kafka_broker import KafkaCluster
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return get_settings()
+
+
+@pytest.fixture(scope="session")
+def kafka(settings: Settings) -> Iterator[KafkaCluster]:
+    """The session's Kafka broker: reused if one answers on the test ports, else started."""
+    cluster = KafkaCluster(settings)
+    started_here = cluster.live_brokers() == 0
+    if started_here:
+        cluster.start()
+    yield cluster
+    if started_here:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings) -> Iterator[SparkSession]:
+    """One SparkSession for the whole test session (Spark is slow to start on 2 cores)."""
+    from lambdalake.spark import get_spark
+
+    session = get_spark("tests", settings)
+    yield session
+    session.stop()

