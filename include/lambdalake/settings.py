@@ -128,6 +128,14 @@ class SparkSettings(BaseModel):
     driver_memory: str = "2g"
     ui_enabled: bool = False
     extra_conf: dict[str, str] = Field(default_factory=dict, description="JSON object")
+    standalone_port: int = Field(7077, description="`lambdalake spark-cluster` master port")
+    standalone_ui_port: int = 8090
+    standalone_worker_cores: int = Field(1, ge=1)
+    standalone_worker_memory: str = "1g"
+
+    @property
+    def standalone_master_url(self) -> str:
+        return f"spark://{self.driver_host}:{self.standalone_port}"
 
 
 class PostgresSettings(BaseModel):
@@ -225,3 +233,21 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment and `.env`."""
     return Settings()
+
+
+def documented_variables() -> list[tuple[str, str, str]]:
+    """(environment variable, default, description) for every setting, for the README."""
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(defaults: BaseModel, prefix: str) -> None:
+        for name, field in type(defaults).model_fields.items():
+            value = getattr(defaults, name)
+            if isinstance(value, BaseModel):
+                walk(value, f"{prefix}{name.upper()}__")
+                continue
+            shown = "(derived)" if value in (None, "") else str(value)
+            shown = shown.replace(str(PROJECT_ROOT), "<repo>")
+            rows.append((f"{prefix}{name.upper()}", shown, field.description or ""))
+
+    walk(Settings.model_construct(), "LAMBDALAKE_")
+    return rows

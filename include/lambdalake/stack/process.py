@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -44,6 +45,7 @@ class ManagedProcess:
         command: Sequence[str],
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        as_user: Mapping[str, Any] | None = None,
     ) -> int:
         """Start ``command`` detached from this process, unless it is already running."""
         running = self.pid()
@@ -62,6 +64,7 @@ class ManagedProcess:
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
                 start_new_session=True,
+                **(as_user or {}),
             )
         created = psutil.Process(popen.pid).create_time()
         self.pid_file.write_text(json.dumps({"pid": popen.pid, "create_time": created}))
@@ -161,13 +164,17 @@ def _signal_group(pgid: int, members: Sequence[psutil.Process], sig: signal.Sign
 
 
 def run_checked(
-    command: Sequence[str], log_file: Path, env: Mapping[str, str] | None = None
+    command: Sequence[str],
+    log_file: Path,
+    env: Mapping[str, str] | None = None,
+    as_user: Mapping[str, Any] | None = None,
 ) -> None:
     """Run a one-shot setup command, appending its output to ``log_file``; raise on failure."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         result = subprocess.run(
-            list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None
+            list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None,
+            cwd="/" if as_user else None, **(as_user or {}),
         )
     if result.returncode != 0:
         tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])

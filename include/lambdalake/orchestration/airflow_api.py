@@ -1,0 +1,79 @@
+"""A small client of Airflow 3's REST API: log in, trigger a DAG run, wait for it.
+
+Used by ``lambdalake demo`` and by tests that drive the real Airflow like a user would.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+TERMINAL_STATES = {"success", "failed"}
+
+
+class AirflowApiError(RuntimeError):
+    """Airflow answered with an error, or a run did not finish as expected."""
+
+
+@dataclass
+class AirflowClient:
+    base_url: str
+    username: str
+    password: str
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+        response = self._http.post(
+            "/auth/token", json={"username": self.username, "password": self.password}
+        )
+        if response.status_code >= 300:
+            raise AirflowApiError(f"login as {self.username} failed: {response.status_code}")
+        self._http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._http.request(method, f"/api/v2{path}", **kwargs)
+        if response.status_code >= 300:
+            raise AirflowApiError(f"{method} {path}: {response.status_code} {response.text[:500]}")
+        return response.json() if response.content else {}
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> None:
+        """Wait until the dag-processor has parsed ``dag_id``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._call("GET", f"/dags/{dag_id}")
+                return
+            except AirflowApiError:
+                if time.monotonic() > deadline:
+                    raise AirflowApiError(f"DAG {dag_id} was not parsed within {timeout:.0f}s")
+                time.sleep(2)
+
+    def unpause(self, dag_id: str) -> None:
+        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        run = self._call(
+            "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}}
+        )
+        return str(run["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        instances = self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in instances["task_instances"]}
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900.0) -> str:
+        """Poll until the run finishes; return its final state."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if state in TERMINAL_STATES:
+                return state
+            time.sleep(3)
+        raise AirflowApiError(f"{dag_id} run {run_id} did not finish within {timeout:.0f}s")

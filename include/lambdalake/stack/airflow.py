@@ -1,0 +1,145 @@
+"""Airflow 3 on the local stack: api-server, scheduler, dag-processor, triggerer.
+
+LocalExecutor on the stack's PostgreSQL, this repo's ``dags/`` and ``plugins/``, a small
+parallelism and a pool that bounds concurrent Spark jobs. Login is Airflow's simple auth
+manager with one admin user whose password is generated once for local development (or
+taken from ``LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD``). Every secret Airflow needs (Fernet key,
+API secret, JWT secret) comes from the same place, never from a hard-coded default.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import sys
+import urllib.request
+from pathlib import Path
+
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.stack.postgres import Postgres
+from lambdalake.stack.process import ManagedProcess, StackError, run_checked
+from lambdalake.stack.secrets import local_secret
+
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
+HEALTH_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+
+
+def airflow_executable() -> str:
+    candidate = Path(sys.executable).with_name("airflow")
+    return str(candidate) if candidate.exists() else (shutil.which("airflow") or "airflow")
+
+
+def _fernet_key() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+class Airflow:
+    """The Airflow services of the local stack."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.home = settings.state_dir / "airflow"
+        run_dir = settings.state_dir / "run"
+        self.services = {name: ManagedProcess(f"airflow-{name}", run_dir) for name in SERVICES}
+
+    @property
+    def admin_password(self) -> str:
+        return local_secret(
+            self.settings, "airflow-admin-password", self.settings.airflow.admin_password
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The process environment every Airflow command of the stack runs with."""
+        af = self.settings.airflow
+        base_url = af.base_url
+        return {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": Postgres(self.settings).sqlalchemy_url,
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__PARALLELISM": str(af.parallelism),
+            "AIRFLOW__CORE__FERNET_KEY": local_secret(
+                self.settings, "airflow-fernet-key", generate=_fernet_key
+            ),
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{af.admin_user}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
+            "AIRFLOW__API__HOST": af.host,
+            "AIRFLOW__API__PORT": str(af.port),
+            "AIRFLOW__API__BASE_URL": base_url,
+            "AIRFLOW__API__SECRET_KEY": local_secret(self.settings, "airflow-api-secret-key"),
+            "AIRFLOW__API_AUTH__JWT_SECRET": local_secret(self.settings, "airflow-jwt-secret"),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+        }
+
+    @property
+    def passwords_file(self) -> Path:
+        return self.home / "simple_auth_manager_passwords.json"
+
+    def _write_passwords_file(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.passwords_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({self.settings.airflow.admin_user: self.admin_password}, handle)
+
+    def cli(self, *args: str) -> None:
+        """Run one ``airflow`` CLI command with the stack's environment; raise on failure."""
+        run_checked(
+            [airflow_executable(), *args],
+            self.settings.state_dir / "logs" / "airflow-cli.log",
+            env=self.environment(),
+        )
+
+    def migrate(self) -> None:
+        self._write_passwords_file()
+        self.cli("db", "migrate")
+        af = self.settings.airflow
+        self.cli("pools", "set", af.spark_pool, str(af.spark_pool_slots),
+                 "Bounds concurrent Spark jobs (2 cores on the reference machine)")
+
+    def start(self, timeout: float = 150.0) -> None:
+        self.migrate()
+        env = self.environment()
+        af = self.settings.airflow
+        commands = {
+            "api-server": ["api-server", "--host", af.host, "--port", str(af.port)],
+            "scheduler": ["scheduler", "--skip-serve-logs"],
+            "dag-processor": ["dag-processor"],
+            "triggerer": ["triggerer", "--skip-serve-logs"],
+        }
+        for name, args in commands.items():
+            self.services[name].start([airflow_executable(), *args], env=env, cwd=self.home)
+        self.services["api-server"].wait_until(
+            lambda: self.unhealthy_components() == [], timeout,
+            f"{af.base_url}/api/v2/monitor/health reports every component healthy",
+        )
+
+    def health(self) -> dict[str, dict[str, object]]:
+        url = f"{self.settings.airflow.base_url}/api/v2/monitor/health"
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return json.load(response)
+
+    def unhealthy_components(self) -> list[str]:
+        """Components not yet healthy; the stack is healthy when this is empty."""
+        for name, service in self.services.items():
+            if service.pid() is None:
+                raise StackError(
+                    f"{service.name} is not running; see {service.log_file}:\n{service.log_tail()}"
+                )
+        report = self.health()
+        return [c for c in HEALTH_COMPONENTS if report.get(c, {}).get("status") != "healthy"]
+
+    def stop(self) -> None:
+        for service in self.services.values():
+            service.stop(timeout=30)

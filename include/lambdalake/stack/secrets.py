@@ -1,0 +1,48 @@
+"""Credentials of the local stack: configured ones win; in local dev, generated once and kept.
+
+A generated secret is written to ``<state dir>/secrets/<name>`` with mode 0600 and reused
+on every later start, so restarts keep working and nothing is a hard-coded default. With
+``LAMBDALAKE_ENVIRONMENT=production`` nothing is generated: a missing secret is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from lambdalake.settings import Settings
+
+
+class MissingSecret(RuntimeError):
+    """A production configuration lacks a credential that local dev would generate."""
+
+
+def local_secret(
+    settings: Settings,
+    name: str,
+    configured: SecretStr | None = None,
+    generate: Callable[[], str] = lambda: secrets.token_urlsafe(32),
+) -> str:
+    """The configured secret, or the local one made (by ``generate``) on first use."""
+    if configured is not None:
+        return configured.get_secret_value()
+    if settings.environment != "local":
+        raise MissingSecret(
+            f"{name} is not configured and LAMBDALAKE_ENVIRONMENT={settings.environment}: "
+            "set it from your secret store (see README, 'Configuration')"
+        )
+    path = secrets_dir(settings) / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(generate())
+    return path.read_text().strip()
+
+
+def secrets_dir(settings: Settings) -> Path:
+    return settings.state_dir / "secrets"
