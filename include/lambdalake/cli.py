@@ -6,6 +6,8 @@
     lambdalake status    every process of the stack: PID, memory, health
     lambdalake demo      run the platform's main job through Airflow and show the result
     lambdalake settings  every setting as an environment variable, with its default
+    lambdalake airflow ...    any airflow CLI command against the stack's DB and config
+    lambdalake airflow-init   migrate Airflow's DB, write the login, create pools (containers)
 """
 
 from __future__ import annotations
@@ -103,6 +105,24 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_airflow_init(settings: Settings, _args: argparse.Namespace) -> int:
+    from lambdalake.stack.airflow import Airflow
+
+    Airflow(settings).migrate()
+    print("Airflow metadata migrated, login and pools in place")
+    return 0
+
+
+def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
+    """Any ``airflow`` CLI command, with the stack's environment (its DB, not SQLite)."""
+    import subprocess
+
+    from lambdalake.stack.airflow import Airflow, airflow_executable
+
+    command = [airflow_executable(), *args.airflow_args]
+    return subprocess.run(command, env=Airflow(settings).environment(), check=False).returncode
+
+
 def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
     print("| variable | default | meaning |\n| --- | --- | --- |")
     for name, default, description in documented_variables():
@@ -123,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the main job through Airflow")
     demo.add_argument("--events", type=int, default=1000)
     demo.set_defaults(run=cmd_demo)
+    commands.add_parser(
+        "airflow-init", help="migrate Airflow's DB, write the login, create pools"
+    ).set_defaults(run=cmd_airflow_init)
+    airflow = commands.add_parser(
+        "airflow", help="run an airflow CLI command against the stack (e.g. backfill create)"
+    )
+    airflow.add_argument("airflow_args", nargs=argparse.REMAINDER)
+    airflow.set_defaults(run=cmd_airflow)
     commands.add_parser("settings", help="all settings as a Markdown table").set_defaults(
         run=cmd_settings
     )

@@ -36,6 +36,10 @@ def _fernet_key() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
 
+def _jwt_secret() -> str:
+    return secrets.token_urlsafe(64)  # Airflow warns about HMAC keys under 64 bytes
+
+
 class Airflow:
     """The Airflow services of the local stack."""
 
@@ -64,9 +68,6 @@ class Airflow:
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": str(af.parallelism),
-            "AIRFLOW__CORE__FERNET_KEY": local_secret(
-                self.settings, "airflow-fernet-key", generate=_fernet_key
-            ),
             "AIRFLOW__CORE__AUTH_MANAGER": (
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
@@ -76,12 +77,26 @@ class Airflow:
             "AIRFLOW__API__HOST": af.host,
             "AIRFLOW__API__PORT": str(af.port),
             "AIRFLOW__API__BASE_URL": base_url,
-            "AIRFLOW__API__SECRET_KEY": local_secret(self.settings, "airflow-api-secret-key"),
-            "AIRFLOW__API_AUTH__JWT_SECRET": local_secret(self.settings, "airflow-jwt-secret"),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+            **self._secrets(),
         }
+
+    def _secrets(self) -> dict[str, str]:
+        """Airflow's own secrets: from the environment, else generated for local dev."""
+        wanted = {
+            "AIRFLOW__CORE__FERNET_KEY": ("airflow-fernet-key", _fernet_key),
+            "AIRFLOW__API__SECRET_KEY": ("airflow-api-secret-key", None),
+            "AIRFLOW__API_AUTH__JWT_SECRET": ("airflow-jwt-secret", _jwt_secret),
+        }
+        values = {}
+        for variable, (name, generate) in wanted.items():
+            values[variable] = os.environ.get(variable) or (
+                local_secret(self.settings, name, generate=generate)
+                if generate else local_secret(self.settings, name)
+            )
+        return values
 
     @property
     def passwords_file(self) -> Path:
@@ -118,9 +133,13 @@ class Airflow:
             "dag-processor": ["dag-processor"],
             "triggerer": ["triggerer", "--skip-serve-logs"],
         }
+        api = self.services["api-server"]
+        api.start([airflow_executable(), *commands.pop("api-server")], env=env, cwd=self.home)
+        # tasks report to the api-server's execution API: it must answer before they run
+        api.wait_until(lambda: bool(self.health()), timeout, "the api-server answers HTTP")
         for name, args in commands.items():
             self.services[name].start([airflow_executable(), *args], env=env, cwd=self.home)
-        self.services["api-server"].wait_until(
+        api.wait_until(
             lambda: self.unhealthy_components() == [], timeout,
             f"{af.base_url}/api/v2/monitor/health reports every component healthy",
         )
@@ -132,7 +151,7 @@ class Airflow:
 
     def unhealthy_components(self) -> list[str]:
         """Components not yet healthy; the stack is healthy when this is empty."""
-        for name, service in self.services.items():
+        for service in self.services.values():
             if service.pid() is None:
                 raise StackError(
                     f"{service.name} is not running; see {service.log_file}:\n{service.log_tail()}"

@@ -8,6 +8,7 @@ password (scram-sha-256), the superuser is reachable only through that socket.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import pwd
@@ -20,6 +21,7 @@ from lambdalake.stack.process import ManagedProcess, StackError, run_checked
 from lambdalake.stack.secrets import local_secret
 
 UNPRIVILEGED_USER = "nobody"
+_MAX_SOCKET_DIR = 80  # a Unix socket path is at most 107 bytes: dir + "/.s.PGSQL.<port>"
 
 
 def postgres_bin() -> Path:
@@ -37,13 +39,43 @@ def _run_as() -> dict[str, Any]:
     return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
 
 
+def _reachable_by_server_user(directory: Path) -> bool:
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(["test", "-x", str(directory)], check=False, cwd="/", **_run_as())
+    return probe.returncode == 0
+
+
 class Postgres:
     """Initialise once, start, create Airflow's role and database, stop."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.data_dir = settings.state_dir / "postgres" / "data"
         self.process = ManagedProcess("postgres", settings.state_dir / "run")
+
+    @property
+    def data_dir(self) -> Path:
+        """``<state dir>/postgres/data``, or a link from there to a dir the server user can reach.
+
+        Running as root, the server runs as ``nobody``, which cannot enter a state dir below
+        a private directory (a checkout in /root, say); and the server's Unix socket lives in
+        the data dir, whose path must stay short. In either case the data lives under
+        /var/tmp and the state dir holds a symlink to it.
+        """
+        link = self.settings.state_dir / "postgres" / "data"
+        short_enough = len(str(link)) <= _MAX_SOCKET_DIR
+        if link.is_symlink():
+            return link.resolve()
+        if short_enough and (not _run_as() or _reachable_by_server_user(link.parent.parent)):
+            return link
+        digest = hashlib.sha256(str(self.settings.state_dir).encode()).hexdigest()[:12]
+        target = Path("/var/tmp") / f"lambdalake-postgres-{digest}"
+        (target / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
+        run_as = _run_as()
+        if run_as:
+            os.chown(target, run_as["user"], run_as["group"])
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target / "data")
+        return target / "data"
 
     @property
     def password(self) -> str:
@@ -55,14 +87,15 @@ class Postgres:
         return f"postgresql+psycopg2://{pg.user}:{self.password}@{pg.host}:{pg.port}/{pg.database}"
 
     def initdb(self) -> None:
-        if (self.data_dir / "PG_VERSION").exists():
+        data_dir = self.data_dir
+        if (data_dir / "PG_VERSION").exists():
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(parents=True, exist_ok=True)
         run_as = _run_as()
         if run_as:
-            os.chown(self.data_dir, run_as["user"], run_as["group"])
+            os.chown(data_dir, run_as["user"], run_as["group"])
         run_checked(
-            [str(postgres_bin() / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
+            [str(postgres_bin() / "initdb"), "-D", str(data_dir), "-U", "postgres",
              "--auth-local=trust", "--auth-host=scram-sha-256", "--encoding=UTF8",
              "--locale=C", "--no-sync"],
             self.process.log_file,

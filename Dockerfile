@@ -1,0 +1,16 @@
+# The lambdalake image: Airflow 3 + the pinned Python stack + Java 17 + the resolved JVM jars.
+# docker-compose.yml runs every lambdalake service from it (Airflow components and the Spark
+# master/worker), so drivers and executors share one Python and one classpath.
+FROM apache/airflow:3.3.2-python3.11
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+ && rm -rf /var/lib/apt/lists/*
+ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+USER airflow
+WORKDIR /opt/lambdalake
+COPY --chown=airflow requirements.txt pyproject.toml ./
+RUN pip install --no-cache-dir -r requirements.txt
+COPY --chown=airflow . .
+RUN pip install --no-cache-dir --no-deps -e . \
+ && LAMBDALAKE_STATE_DIR=/tmp/lambdalake-build LAMBDALAKE_JARS_DIR=/opt/lambdalake-jars lambdalake setup

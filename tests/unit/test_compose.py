@@ -1,0 +1,108 @@
+"""docker-compose.yml cannot run here (no Docker engine), so it is checked statically:
+the services exist, ports bind to loopback, settings and Airflow config agree with the
+local stack, and no credential has a default."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
+from lambdalake.stack.airflow import Airflow
+
+SERVICES = {
+    "kafka", "postgres", "spark-master", "spark-worker", "airflow-init",
+    "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+}
+REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
+
+
+def environment(compose: dict[str, Any], service: str) -> dict[str, str]:
+    return {k: str(v) for k, v in compose["services"][service].get("environment", {}).items()}
+
+
+def substituted(env: dict[str, str]) -> dict[str, str]:
+    """What compose would pass, with every required secret set to a placeholder."""
+    return {k: re.sub(r"\$\{(\w+):\?[^}]+\}", r"from-\1", v) for k, v in env.items()}
+
+
+def test_the_platform_services_are_all_there(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == SERVICES
+
+
+def test_published_ports_bind_to_loopback_only(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+
+
+def test_every_lambdalake_variable_is_a_real_setting(compose: dict[str, Any]) -> None:
+    known = {name for name, _, _ in documented_variables()}
+    for name in compose["services"]:
+        unknown = {k for k in environment(compose, name) if k.startswith("LAMBDALAKE_")} - known
+        assert unknown == set(), f"{name}: {unknown} are not settings"
+
+
+def test_settings_point_at_the_compose_services(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in substituted(environment(compose, "airflow-scheduler")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    settings = Settings()
+    kafka_env = environment(compose, "kafka")
+    assert f"PLAINTEXT://{settings.kafka.bootstrap_servers}" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
+    postgres_env = environment(compose, "postgres")
+    assert settings.postgres.host == "postgres" and settings.postgres.port == 5432
+    assert settings.postgres.user == postgres_env["POSTGRES_USER"]
+    assert settings.postgres.database == postgres_env["POSTGRES_DB"]
+    master = compose["services"]["spark-master"]["command"]
+    assert settings.spark.master == f"spark://spark-master:{master[master.index('--port') + 1]}"
+    assert settings.spark.master in compose["services"]["spark-worker"]["command"]
+    api = compose["services"]["airflow-api-server"]
+    assert f"127.0.0.1:{settings.airflow.port}:{settings.airflow.port}" in api["ports"]
+    assert str(settings.airflow.port) in api["command"]
+    assert settings.environment == "production"  # containers never generate credentials
+
+
+def test_airflow_is_configured_like_the_local_stack(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    local_keys = {
+        k for k in Airflow(Settings(state_dir=tmp_path)).environment() if k.startswith("AIRFLOW__")
+    }
+    for name in ("airflow-init", "airflow-api-server", "airflow-scheduler",
+                 "airflow-dag-processor", "airflow-triggerer"):
+        env = environment(compose, name)
+        missing = local_keys - set(env)
+        assert missing == set(), f"{name} lacks {missing}"
+        conn = substituted(env)["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert conn == (
+            f"postgresql+psycopg2://{env['LAMBDALAKE_POSTGRES__USER']}:from-POSTGRES_PASSWORD@"
+            f"{env['LAMBDALAKE_POSTGRES__HOST']}:{env['LAMBDALAKE_POSTGRES__PORT']}/"
+            f"{env['LAMBDALAKE_POSTGRES__DATABASE']}"
+        )
+
+
+def test_no_credential_has_a_default(compose: dict[str, Any]) -> None:
+    for name in compose["services"]:
+        for key, value in environment(compose, name).items():
+            if re.search(r"PASSWORD|SECRET|FERNET", key) and not key.endswith("_FILE"):
+                assert REQUIRED_VARIABLE.match(value), f"{name}.{key} must come from the environment"
+            if "SQL_ALCHEMY_CONN" in key:
+                assert "${POSTGRES_PASSWORD:?" in value
+
+
+def test_the_project_code_is_mounted(compose: dict[str, Any]) -> None:
+    volumes = compose["services"]["airflow-scheduler"]["volumes"]
+    for folder in ("dags", "plugins", "include", "spark_jobs", "schemas"):
+        assert f"./{folder}:/opt/lambdalake/{folder}" in volumes

@@ -1,0 +1,48 @@
+"""Every DAG file imports cleanly, parses fast, and pulls in nothing heavy at module level."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lambdalake.settings import PROJECT_ROOT
+
+DAGS = PROJECT_ROOT / "dags"
+HEAVY = ("pyspark", "great_expectations", "confluent_kafka", "delta", "deltalake")
+
+PROBE = """
+import json, sys, time
+from airflow.dag_processing.dagbag import DagBag
+import airflow.sdk  # warm the SDK, so each file's time is its own
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()},
+    "dags": sorted(bag.dag_ids),
+    "durations": {s.file: s.duration.total_seconds() for s in bag.dagbag_stats},
+    "heavy": sorted(m for m in sys.modules if m.split(".")[0] in %r),
+}))
+""" % (HEAVY,)
+
+
+def parse_dags(tmp_path: Path) -> dict:
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(DAGS)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_dag_files_import_without_errors_fast_and_light(tmp_path: Path) -> None:
+    report = parse_dags(tmp_path)
+    assert report["errors"] == {}
+    assert "lambdalake_smoke" in report["dags"]
+    assert len(report["durations"]) == len(list(DAGS.glob("*.py")))
+    slow = {f: d for f, d in report["durations"].items() if d >= 1.0}
+    assert slow == {}, f"DAG files must parse in under a second: {slow}"
+    assert report["heavy"] == [], "DAG files must not import Spark, GX, Kafka or Delta at module level"
