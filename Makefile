@@ -46,5 +46,5 @@ lock:                 ## re-resolve requirements.in into exact pins
 	{ echo "# Exact pins, generated from requirements.in by \`make lock\`: do not edit by hand."; \
 	  /tmp/lambdalake-lock/bin/pip freeze; } > requirements.txt
 
-clean: down           ## remove all local state (Kafka logs, lake, Airflow DB), keep the venv
-	rm -rf .state
+clean:                ## stop, then remove all local state (Kafka logs, lake, Airflow DB); keep the venv
+	@test -x $(LAMBDALAKE) && $(LAMBDALAKE) clean || rm -rf .state

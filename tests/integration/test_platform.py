@@ -34,7 +34,8 @@ def platform() -> Iterator[Platform]:
             patch.setenv(key, value)  # children (airflow CLI, tasks) inherit these
         patch.delenv("LAMBDALAKE_KAFKA__BOOTSTRAP_SERVERS", raising=False)
         stack = Platform(Settings())
-        stack.up_seconds = stack.up()  # type: ignore[attr-defined]
+        stack.clean()  # every run starts from empty state, as on a fresh machine
+        stack.up()
         yield stack
         stack.down()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,5 +172,7 @@ class KafkaCluster:
             return 0
 
     def stop(self) -> None:
-        for node in reversed(self.nodes):
-            node.process.stop(timeout=60)
+        """Stop every node at once: one by one, the last ones would lose their quorum and
+        hang in controlled shutdown."""
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            list(pool.map(lambda node: node.process.stop(timeout=60), self.nodes))

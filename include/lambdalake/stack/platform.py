@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,10 +35,14 @@ class Platform:
         self.airflow = Airflow(settings)
 
     def processes(self) -> list[ManagedProcess]:
+        return [process for _, processes in self._components() for process in processes]
+
+    def _components(self) -> list[tuple[Postgres | KafkaCluster | Airflow, list[ManagedProcess]]]:
+        """Components in start order, each with the processes it owns."""
         return [
-            self.postgres.process,
-            *(node.process for node in self.kafka.nodes),
-            *self.airflow.services.values(),
+            (self.postgres, [self.postgres.process]),
+            (self.kafka, [node.process for node in self.kafka.nodes]),
+            (self.airflow, list(self.airflow.services.values())),
         ]
 
     def up(self, echo: Callable[[str], None] = print) -> float:
@@ -54,10 +59,18 @@ class Platform:
     def down(self) -> list[str]:
         """Stop what ``up`` started (by PID), newest first; return what was running."""
         stopped = []
-        for process in reversed(self.processes()):
-            if process.stop(timeout=60):
-                stopped.append(process.name)
+        for component, processes in reversed(self._components()):
+            stopped += [process.name for process in processes if process.pid() is not None]
+            component.stop()
         return stopped
+
+    def clean(self) -> None:
+        """Stop everything, then delete all local state (PostgreSQL data wherever it lives)."""
+        self.down()
+        postgres_link = self.settings.state_dir / "postgres" / "data"
+        if postgres_link.is_symlink():
+            shutil.rmtree(postgres_link.resolve().parent, ignore_errors=True)
+        shutil.rmtree(self.settings.state_dir, ignore_errors=True)
 
     def status(self) -> list[ProcessStatus]:
         return [ProcessStatus(p.name, p.pid(), p.rss_bytes()) for p in self.processes()]

@@ -1,0 +1,28 @@
+"""The README never lies: its commands are the ones CI runs, its settings table is current."""
+
+import subprocess
+import sys
+
+from lambdalake.settings import PROJECT_ROOT
+
+README = (PROJECT_ROOT / "README.md").read_text()
+
+
+def test_the_two_commands_come_first_and_ci_runs_the_test_command() -> None:
+    first_block = README.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
+    assert commands == ["make demo", "make test"]
+    assert "make test" in (PROJECT_ROOT / ".ci" / "run").read_text()
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "\ndemo:" in makefile and "\ntest:" in makefile
+
+
+def test_the_settings_table_matches_the_settings_module() -> None:
+    generated = subprocess.run(
+        [sys.executable, "-m", "lambdalake.cli", "settings"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    start = README.index("<!-- settings-table")
+    end = README.index("<!-- /settings-table -->")
+    table = README[start:end].split("\n", 1)[1]
+    assert table == generated, "README's settings table is stale: paste `lambdalake settings`"
