@@ -117,10 +117,13 @@ def progress_document(query: StreamingQuery) -> dict[str, Any]:
 
 def _offsets(raw: Any) -> dict[str, int]:
     """Spark reports Kafka offsets as {"topic": {"partition": offset}} (maybe as JSON text)."""
-    if isinstance(raw, str):
-        raw = json.loads(raw)
+    if isinstance(raw, str):  # the first batch has no start offset: Spark says 'None'
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = {}
     merged: dict[str, int] = {}
-    for topic, partitions in (raw or {}).items():
+    for topic, partitions in (raw if isinstance(raw, dict) else {}).items():
         for partition, offset in partitions.items():
             merged[f"{topic}:{partition}"] = int(offset)
     return merged

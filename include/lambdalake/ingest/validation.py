@@ -14,7 +14,8 @@ A record gets the first reason that applies, in this order: ``empty_value``, ``o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry, FieldRule
@@ -28,73 +29,20 @@ REASONS = (
     "empty_value", "oversized", "invalid_utf8", "invalid_json", "unknown_event_type",
     "wrong_type", "missing_required", "constraint_violation", "timestamp_out_of_range",
 )
-_VARIANT_TYPES = {
-    "string": r"^STRING$",
-    "integer": r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,0\))$",
-    "number": r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,\d+\)|FLOAT|DOUBLE)$",
-    "boolean": r"^BOOLEAN$",
-}
+_INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
 # dispatch fields: checked by the event-type lookup and forward-compatible versioning
 _NOT_CONSTRAINED = {"event_type", "schema_version"}
 
 
-@dataclass(frozen=True)
-class _Fields:
-    """Column expressions for one field, over the parsed VARIANT column ``v``."""
-
-    rule: FieldRule
-
-    def variant_type(self) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.expr(f"schema_of_variant(variant_get(v, '$.{self.rule.name}'))")
-
-    def present(self) -> Column:
-        json_type = self.variant_type()
-        return json_type.isNotNull() & (json_type != "VOID")
-
-    def wrong_type(self) -> Column:
-        return self.present() & ~self.variant_type().rlike(_VARIANT_TYPES[self.rule.json_type])
-
-    def typed(self) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.expr(f"try_variant_get(v, '$.{self.rule.name}', '{self.rule.spark_type}')")
-
-    def violates(self) -> Column:
-        """True where the (present, well-typed) value breaks one of its constraints."""
-        from pyspark.sql import functions as F
-
-        value = self.typed()
-        checks: list[Column] = []
-        for keyword, bound in self.rule.constraints.items():
-            if keyword == "const":
-                checks.append(value != F.lit(bound))
-            elif keyword == "enum":
-                checks.append(~value.isin(list(bound)))
-            elif keyword == "minimum":
-                checks.append(value < F.lit(bound))
-            elif keyword == "maximum":
-                checks.append(value > F.lit(bound))
-            elif keyword == "minLength":
-                checks.append(F.char_length(value) < int(bound))
-            elif keyword == "maxLength":
-                checks.append(F.char_length(value) > int(bound))
-            elif keyword == "pattern":
-                checks.append(~value.rlike(str(bound)))
-            elif keyword == "multipleOf":
-                exact = F.expr(f"try_variant_get(v, '$.{self.rule.name}', 'DECIMAL(38,10)')")
-                checks.append((exact % F.lit(bound).cast("DECIMAL(38,10)")) != 0)
-        return _any(checks)
-
-
 def _any(conditions: list[Column]) -> Column:
+    """True where any condition is true; nulls count as false (a flat expression)."""
     from pyspark.sql import functions as F
 
-    result = F.lit(False)
-    for condition in conditions:
-        result = result | F.coalesce(condition, F.lit(False))
-    return result
+    if not conditions:
+        return F.lit(False)
+    if len(conditions) == 1:
+        return F.coalesce(conditions[0], F.lit(False))
+    return F.coalesce(F.greatest(*conditions), F.lit(False))
 
 
 def _named(conditions: dict[str, Column]) -> Column:
@@ -104,6 +52,69 @@ def _named(conditions: dict[str, Column]) -> Column:
     return F.concat_ws(",", *(F.when(c, F.lit(name)) for name, c in conditions.items()))
 
 
+def _has_json_type(variant_type: Column, json_type: str) -> Column:
+    """Whether a value whose VARIANT type is ``variant_type`` is of JSON Schema ``json_type``."""
+    if json_type == "string":
+        return variant_type == "STRING"
+    if json_type == "boolean":
+        return variant_type == "BOOLEAN"
+    if json_type == "integer":
+        return variant_type.isin(_INTEGER_TYPES) | (
+            variant_type.startswith("DECIMAL(") & variant_type.endswith(",0)")
+        )
+    return variant_type.isin([*_INTEGER_TYPES, "FLOAT", "DOUBLE"]) | variant_type.startswith(
+        "DECIMAL("
+    )
+
+
+def _by_rule(
+    contracts: ContractRegistry, field_name: str, wanted: Callable[[FieldRule], bool]
+) -> list[tuple[FieldRule, list[str]]]:
+    """The event types whose contract has ``field_name`` with ``wanted`` rule, grouped by rule.
+
+    Fields shared by every contract (the envelope) come out as one rule for all types, so
+    the checks dispatch on event type only where contracts really differ.
+    """
+    groups: dict[str, tuple[FieldRule, list[str]]] = {}
+    for event_type in contracts.event_types:
+        rule = contracts.latest(event_type).fields.get(field_name)
+        if rule is not None and wanted(rule):
+            key = json.dumps([rule.required, rule.constraints], sort_keys=True, default=str)
+            groups.setdefault(key, (rule, []))[1].append(event_type)
+    return list(groups.values())
+
+
+def _for_types(event_type: Column, types: list[str], all_types: list[str]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.lit(True) if types == all_types else event_type.isin(types)
+
+
+def _violations(rule: FieldRule, value: Column, exact: Column) -> list[Column]:
+    """Conditions under which a present, well-typed ``value`` breaks ``rule``'s constraints."""
+    from pyspark.sql import functions as F
+
+    checks: list[Column] = []
+    for keyword, bound in rule.constraints.items():
+        if keyword == "const":
+            checks.append(value != F.lit(bound))
+        elif keyword == "enum":
+            checks.append(~value.isin(list(bound)))
+        elif keyword == "minimum":
+            checks.append(value < F.lit(bound))
+        elif keyword == "maximum":
+            checks.append(value > F.lit(bound))
+        elif keyword == "minLength":
+            checks.append(F.char_length(value) < int(bound))
+        elif keyword == "maxLength":
+            checks.append(F.char_length(value) > int(bound))
+        elif keyword == "pattern":
+            checks.append(~value.rlike(str(bound)))
+        elif keyword == "multipleOf":
+            checks.append((exact % F.lit(bound).cast("DECIMAL(38,10)")) != 0)
+    return checks
+
+
 def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSettings) -> DataFrame:
     """Kafka source rows -> the same rows with typed event fields and a quarantine reason.
 
@@ -111,61 +122,80 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
     timestamp). The result adds every contract field (typed), ``occurred_at`` as a
     timestamp, ``event_date``, ``quarantine_reason`` (null when valid) and
     ``quarantine_detail``.
+
+    The work is staged in helper columns (``_t_<field>``: JSON type, ``_x_<field>``: typed
+    value, ``_c_…``: check results) so each JSON lookup happens once and no expression
+    grows past what Spark's code generator compiles.
     """
     from pyspark.sql import functions as F
 
-    all_fields = {name: _Fields(rule) for name, rule in contracts.all_fields().items()}
-    parsed = records.withColumn(
-        "v", F.expr("CASE WHEN is_valid_utf8(value) THEN try_parse_json(CAST(value AS STRING)) END")
+    fields = contracts.all_fields()
+    types = contracts.event_types
+    staged = records.withColumn(
+        "_v", F.expr("CASE WHEN is_valid_utf8(value) THEN try_parse_json(CAST(value AS STRING)) END")
     )
-    event_type = all_fields["event_type"].typed()
-    per_type = {name: contracts.latest(name) for name in contracts.event_types}
-    wrong_types = {name: f.wrong_type() for name, f in all_fields.items()}
-    missing = {
-        name: _any([
-            (event_type == t) & ~all_fields[name].present()
-            for t, contract in per_type.items()
-            if name in contract.fields and contract.fields[name].required
-        ])
-        for name in all_fields
-    }
-    violations = {
-        name: _any([
-            (event_type == t) & _Fields(contract.fields[name]).violates()
-            for t, contract in per_type.items() if name in contract.fields
-        ])
-        for name in all_fields if name not in _NOT_CONSTRAINED
-    }
-    occurred_at = F.try_to_timestamp(all_fields["occurred_at"].typed(), F.lit(TIMESTAMP_FORMAT))
-    violations["occurred_at"] = violations.get("occurred_at", F.lit(False)) | (
-        all_fields["occurred_at"].present() & occurred_at.isNull()
+    staged = staged.withColumns({
+        "_t_event": F.expr("schema_of_variant(_v)"),
+        **{f"_t_{n}": F.expr(f"schema_of_variant(variant_get(_v, '$.{n}'))") for n in fields},
+        **{f"_x_{n}": F.expr(f"try_variant_get(_v, '$.{n}', '{r.spark_type}')")
+           for n, r in fields.items()},
+        **{f"_d_{n}": F.expr(f"try_variant_get(_v, '$.{n}', 'DECIMAL(38,10)')")
+           for n, r in fields.items() if "multipleOf" in r.constraints},
+    })
+    exact = {n: F.col(f"_d_{n}") for n, r in fields.items() if "multipleOf" in r.constraints}
+    present = {n: F.col(f"_t_{n}").isNotNull() & (F.col(f"_t_{n}") != "VOID") for n in fields}
+    event_type = F.col("_x_event_type")
+    occurred_at = F.try_to_timestamp(F.col("_x_occurred_at"), F.lit(TIMESTAMP_FORMAT))
+    staged = staged.withColumns({
+        "_occurred_at": occurred_at,
+        **{f"_c_type_{n}": present[n] & ~_has_json_type(F.col(f"_t_{n}"), r.json_type)
+           for n, r in fields.items()},
+        **{f"_c_missing_{n}": _any([
+            _for_types(event_type, requiring, types) & ~present[n]
+            for _, requiring in _by_rule(contracts, n, lambda rule: rule.required)
+        ]) for n in fields},
+        **{f"_c_rule_{n}": _any([
+            _for_types(event_type, having, types)
+            & _any(_violations(rule, F.col(f"_x_{n}"), exact.get(n, F.lit(None))))
+            for rule, having in _by_rule(contracts, n, lambda rule: bool(rule.constraints))
+        ]) for n in fields if n not in _NOT_CONSTRAINED},
+    })
+    staged = staged.withColumn(
+        "_c_rule_occurred_at",
+        F.col("_c_rule_occurred_at") | (present["occurred_at"] & F.col("_occurred_at").isNull()),
     )
+    wrong = {n: F.col(f"_c_type_{n}") for n in fields}
+    missing = {n: F.col(f"_c_missing_{n}") for n in fields}
+    broken = {n: F.col(f"_c_rule_{n}") for n in fields if n not in _NOT_CONSTRAINED}
+    size = F.octet_length("value")
     oldest = F.col("timestamp") - F.expr(f"INTERVAL {policy.max_event_age_days} DAYS")
     newest = F.col("timestamp") + F.expr(f"INTERVAL {policy.max_future_skew_seconds} SECONDS")
-    size = F.octet_length("value")
     checks: list[tuple[str, Column, Column]] = [
-        ("empty_value", F.col("value").isNull() | (size == 0), F.lit(None)),
+        ("empty_value", F.col("value").isNull() | (size == 0), F.lit("")),
         ("oversized", size > policy.max_record_bytes,
          F.concat(size.cast("string"), F.lit(f" bytes > {policy.max_record_bytes}"))),
-        ("invalid_utf8", ~F.expr("is_valid_utf8(value)"), F.lit(None)),
-        ("invalid_json", F.col("v").isNull()
-         | ~F.expr("schema_of_variant(v)").startswith("OBJECT"), F.lit(None)),
+        ("invalid_utf8", ~F.expr("is_valid_utf8(value)"), F.lit("")),
+        ("invalid_json", F.col("_v").isNull() | ~F.col("_t_event").startswith("OBJECT"),
+         F.lit("")),
         ("unknown_event_type", ~F.coalesce(event_type.isin(contracts.event_types), F.lit(False)),
-         event_type),
-        ("wrong_type", _any(list(wrong_types.values())), _named(wrong_types)),
+         F.coalesce(event_type, F.lit(""))),
+        ("wrong_type", _any(list(wrong.values())), _named(wrong)),
         ("missing_required", _any(list(missing.values())), _named(missing)),
-        ("constraint_violation", _any(list(violations.values())), _named(violations)),
-        ("timestamp_out_of_range", (occurred_at < oldest) | (occurred_at > newest),
-         F.col("timestamp").cast("string")),
+        ("constraint_violation", _any(list(broken.values())), _named(broken)),
+        ("timestamp_out_of_range",
+         (F.col("_occurred_at") < oldest) | (F.col("_occurred_at") > newest),
+         F.concat(F.lit("kafka time "), F.col("timestamp").cast("string"))),
     ]
-    reason: Column = F.lit(None).cast("string")
-    detail: Column = F.lit(None).cast("string")
-    for name, condition, why in reversed(checks):
-        reason = F.when(F.coalesce(condition, F.lit(False)), F.lit(name)).otherwise(reason)
-        detail = F.when(F.coalesce(condition, F.lit(False)), why.cast("string")).otherwise(detail)
-    typed = [f.typed().alias(name) for name, f in all_fields.items() if name != "occurred_at"]
-    return parsed.select(
-        "*", *typed, occurred_at.alias("occurred_at"),
-        F.to_date(occurred_at).alias("event_date"),
-        reason.alias("quarantine_reason"), detail.alias("quarantine_detail"),
-    ).drop("v")
+    staged = staged.withColumns({
+        f"_r_{name}": F.coalesce(condition, F.lit(False)) for name, condition, _ in checks
+    })
+    reason = F.coalesce(*(F.when(F.col(f"_r_{name}"), F.lit(name)) for name, _, _ in checks))
+    detail = F.coalesce(*(F.when(F.col(f"_r_{name}"), why) for name, _, why in checks))
+    return staged.select(
+        *records.columns,
+        *(F.col(f"_x_{n}").alias(n) for n in fields if n != "occurred_at"),
+        F.col("_occurred_at").alias("occurred_at"),
+        F.to_date("_occurred_at").alias("event_date"),
+        reason.alias("quarantine_reason"),
+        F.nullif(detail, F.lit("")).alias("quarantine_detail"),
+    )
