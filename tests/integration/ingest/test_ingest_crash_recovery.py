@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-from lambdalake.ingest.stream import read_status
+from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
@@ -20,34 +21,41 @@ EVENTS = 200_000
 KILLS = 3
 
 
-def wait_for_progress(settings: Settings, after_batch: int, timeout: float = 120) -> int:
-    """Wait until the job has committed a batch newer than ``after_batch``."""
+def batches(checkpoint: Path, log: str) -> set[int]:
+    folder = checkpoint / log
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.exists() else set()
+
+
+def kill_mid_batch(settings: Settings, committed_before: int, timeout: float = 120) -> int:
+    """Once a new batch has committed, SIGKILL the job while the next one is in flight
+    (planned in the offset log, not yet in the commit log); return the last committed batch."""
+    checkpoint = Path(settings.checkpoint_path(QUERY_NAME))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        batch = (read_status(settings) or {}).get("batch_id")
-        if batch is not None and batch > after_batch:
-            return int(batch)
-        time.sleep(0.2)
-    raise AssertionError(f"no batch after {after_batch} within {timeout}s")
+        committed = max(batches(checkpoint, "commits"), default=-1)
+        planned = max(batches(checkpoint, "offsets"), default=-1)
+        if committed > committed_before and planned > committed:
+            ingest_process(settings).kill()
+            assert max(batches(checkpoint, "commits"), default=-1) < planned, "not mid-batch"
+            return committed
+        time.sleep(0.05)
+    raise AssertionError(f"no batch in flight after batch {committed_before} within {timeout}s")
 
 
 def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark: SparkSession) -> None:
     settings = ingest_settings
-    profile = TrafficProfile(count=EVENTS, rate=8_000, malformed_fraction=0.02,
+    profile = TrafficProfile(count=EVENTS, rate=5_000, malformed_fraction=0.02,
                              duplicate_fraction=0.02, seed=23)
     manifests = []
     producer = threading.Thread(target=lambda: manifests.append(produce_traffic(
         TrafficGenerator(profile), EventProducer(settings.kafka, settings.kafka.events_topic.name)
     )))
     producer.start()
-    process = ingest_process(settings)
-    last_batch = -1
+    last_committed = -1
     for _ in range(KILLS):
         start_ingest_process(settings)
-        last_batch = wait_for_progress(settings, last_batch)
-        time.sleep(1.5)  # let it get into the middle of a batch
-        process.kill()
-        assert process.pid() is None
+        last_committed = kill_mid_batch(settings, last_committed)
+        assert ingest_process(settings).pid() is None
     producer.join(timeout=300)
     (manifest,) = manifests
     assert manifest.acknowledged == manifest.produced == EVENTS
