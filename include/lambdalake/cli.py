@@ -6,7 +6,11 @@
     lambdalake clean     stop, then delete all local state (Kafka logs, lake, Airflow DB)
     lambdalake status    every process of the stack: PID, memory, health
     lambdalake demo      run the platform's main job through Airflow and show the result
+    lambdalake produce   generate clickstream traffic (late, duplicate, malformed) into Kafka
+    lambdalake ingest    start | stop | status | wait: the Kafka -> bronze stream
+    lambdalake contracts check that event contracts evolve compatibly
     lambdalake settings  every setting as an environment variable, with its default
+    lambdalake docs      regenerate the docs derived from code
     lambdalake airflow ...    any airflow CLI command against the stack's DB and config
     lambdalake airflow-init   migrate Airflow's DB, write the login, create pools (containers)
 """
@@ -19,9 +23,11 @@ import sys
 import time
 from collections.abc import Sequence
 
-from lambdalake.settings import Settings, documented_variables, get_settings
+from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables, get_settings
 
 DEMO_DAG = "lambdalake_smoke"
+SETTINGS_TABLE_START = "<!-- settings-table"
+SETTINGS_TABLE_END = "<!-- /settings-table -->"
 
 
 def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
@@ -85,7 +91,48 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{row.name:<24}{pid:>8}{row.rss_bytes / 2**20:>10.0f}")
         total = sum(r.rss_bytes for r in rows)
         print(f"{'total':<24}{'':>8}{total / 2**20:>10.0f}")
+        from lambdalake.ingest.stream import read_status
+
+        ingest = read_status(settings)
+        if ingest:
+            age = time.time() - ingest["written_at"]
+            rate = ingest.get("processed_rows_per_second") or 0
+            print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
+                  f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
     return 0 if all(r.running for r in rows) else 3
+
+
+def demo_traffic(settings: Settings, count: int) -> None:
+    """Produce realistic traffic, wait for ingest, reconcile bronze + quarantine with it."""
+    from deltalake import DeltaTable
+
+    from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+    from lambdalake.ingest.service import wait_caught_up
+    from lambdalake.kafka.producer import EventProducer
+    from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+
+    def rows(table: str) -> int:
+        return DeltaTable(settings.table_path(table)).to_pyarrow_dataset().count_rows()
+
+    before = {t: rows(t) if DeltaTable.is_deltatable(settings.table_path(t)) else 0
+              for t in (BRONZE_TABLE, QUARANTINE_TABLE)}
+    profile = TrafficProfile(count=count, rate=5_000, late_fraction=0.05,
+                             duplicate_fraction=0.02, malformed_fraction=0.02,
+                             seed=int(time.time()))
+    producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
+    manifest = produce_traffic(TrafficGenerator(profile), producer)
+    print(f"produced {manifest.produced} records at 5,000/s: {manifest.counts['valid']} valid, "
+          f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
+          f"(late events: ~5%)")
+    wait_caught_up(settings, timeout=600)
+    landed = {t: rows(t) - before[t] for t in before}
+    expected = {BRONZE_TABLE: manifest.counts["valid"] + manifest.counts["duplicate"],
+                QUARANTINE_TABLE: manifest.malformed}
+    for table, count_landed in landed.items():
+        verdict = "ok" if count_landed == expected[table] else f"EXPECTED {expected[table]}"
+        print(f"  {table:<20} +{count_landed} rows ({verdict})")
+    if landed != expected:
+        raise RuntimeError("bronze/quarantine do not reconcile with what was produced")
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -95,6 +142,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.smoke import SMOKE_TABLE
     from lambdalake.stack.airflow import Airflow
 
+    demo_traffic(settings, args.traffic)
     af = settings.airflow
     client = AirflowClient(af.base_url, af.admin_user, Airflow(settings).admin_password)
     client.wait_for_dag(DEMO_DAG)
@@ -132,11 +180,107 @@ def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
     return subprocess.run(command, env=Airflow(settings).environment(), check=False).returncode
 
 
+def settings_table() -> str:
+    rows = [f"| `{name}` | `{default}` | {description} |"
+            for name, default, description in documented_variables()]
+    return "\n".join(["| variable | default | meaning |", "| --- | --- | --- |", *rows]) + "\n"
+
+
 def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
-    print("| variable | default | meaning |\n| --- | --- | --- |")
-    for name, default, description in documented_variables():
-        print(f"| `{name}` | `{default}` | {description} |")
+    print(settings_table(), end="")
     return 0
+
+
+def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
+    """Regenerate the documentation derived from code: README's settings table, event docs."""
+    from lambdalake.contracts import ContractRegistry, contracts_markdown
+
+    readme = PROJECT_ROOT / "README.md"
+    text = readme.read_text()
+    start = text.index("\n", text.index(SETTINGS_TABLE_START)) + 1
+    end = text.index(SETTINGS_TABLE_END)
+    readme.write_text(text[:start] + settings_table() + text[end:])
+    (PROJECT_ROOT / "docs" / "events.md").write_text(contracts_markdown(ContractRegistry()) + "\n")
+    print("updated README.md (settings) and docs/events.md")
+    return 0
+
+
+def cmd_contracts(_settings: Settings, args: argparse.Namespace) -> int:
+    from lambdalake.contracts import ContractRegistry, evolution_problems
+
+    registry = ContractRegistry()
+    problems = evolution_problems(registry)
+    for problem in problems:
+        print(f"incompatible: {problem}", file=sys.stderr)
+    if not problems:
+        versions = ", ".join(f"{t} v{v}" for t, v in sorted(registry.contracts))
+        print(f"contracts compatible: {versions}")
+    return 1 if problems else 0
+
+
+def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+    from lambdalake.kafka.producer import EventProducer, stop_on_signals
+    from lambdalake.kafka.topics import ensure_topic
+
+    profile = TrafficProfile(
+        count=args.count, rate=args.rate, users=args.users, pages=args.pages,
+        products=args.products, key_skew=args.key_skew, late_fraction=args.late,
+        max_lateness_minutes=args.max_lateness_minutes, duplicate_fraction=args.duplicates,
+        malformed_fraction=args.malformed, seed=args.seed,
+    )
+    topic = settings.kafka.events_topic
+    ensure_topic(settings.kafka, topic)
+    producer = EventProducer(settings.kafka, topic.name)
+    with stop_on_signals() as stop:
+        manifest = produce_traffic(TrafficGenerator(profile), producer,
+                                   progress=args.count >= 50_000 and sys.stderr.isatty(),
+                                   stop_requested=stop)
+    path = Path(args.manifest) if args.manifest else (
+        settings.state_dir / "manifests" / f"produce-seed{args.seed}-{int(time.time())}.json"
+    )
+    manifest.write(path)
+    print(f"produced {manifest.produced} records to {topic.name}: "
+          f"{dict(sorted(manifest.counts.items()))}; acknowledged {manifest.acknowledged}, "
+          f"failed {manifest.failed}; manifest {path}")
+    return 0 if manifest.failed == 0 and manifest.acknowledged == manifest.produced else 1
+
+
+def cmd_ingest(settings: Settings, args: argparse.Namespace) -> int:
+    from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
+    from lambdalake.ingest.stream import read_status
+    from lambdalake.kafka.topics import ensure_topic
+
+    process = ingest_process(settings)
+    if args.action == "start":
+        ensure_topic(settings.kafka, settings.kafka.events_topic)
+        print(f"ingest running, pid {start_ingest_process(settings)}; log {process.log_file}")
+    elif args.action == "stop":
+        print("ingest stopped" if process.stop(timeout=120) else "ingest was not running")
+    elif args.action == "wait":
+        print(f"ingest caught up with {wait_caught_up(settings, timeout=args.timeout)}")
+    else:
+        print(json.dumps({"pid": process.pid(), **(read_status(settings) or {})}, indent=2))
+    return 0
+
+
+def _add_produce(commands: argparse._SubParsersAction) -> None:
+    produce = commands.add_parser("produce", help="generate clickstream traffic into Kafka")
+    produce.add_argument("--count", type=int, default=10_000, help="records to produce")
+    produce.add_argument("--rate", type=float, default=0.0, help="records/s (0: unlimited)")
+    produce.add_argument("--users", type=int, default=1_000)
+    produce.add_argument("--pages", type=int, default=50)
+    produce.add_argument("--products", type=int, default=200)
+    produce.add_argument("--key-skew", type=float, default=1.1, help="Zipf exponent of users")
+    produce.add_argument("--late", type=float, default=0.05, help="fraction of late events")
+    produce.add_argument("--max-lateness-minutes", type=float, default=30.0)
+    produce.add_argument("--duplicates", type=float, default=0.02, help="fraction re-sent")
+    produce.add_argument("--malformed", type=float, default=0.01, help="fraction malformed")
+    produce.add_argument("--seed", type=int, default=42)
+    produce.add_argument("--manifest", help="where to write the manifest (JSON)")
+    produce.set_defaults(run=cmd_produce)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(run=cmd_status)
     demo = commands.add_parser("demo", help="run the main job through Airflow")
-    demo.add_argument("--events", type=int, default=1000)
+    demo.add_argument("--events", type=int, default=1000, help="smoke DAG events")
+    demo.add_argument("--traffic", type=int, default=50_000, help="clickstream records")
     demo.set_defaults(run=cmd_demo)
     commands.add_parser(
         "airflow-init", help="migrate Airflow's DB, write the login, create pools"
@@ -166,6 +311,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("settings", help="all settings as a Markdown table").set_defaults(
         run=cmd_settings
     )
+    commands.add_parser("docs", help="regenerate docs derived from code").set_defaults(
+        run=cmd_docs
+    )
+    commands.add_parser("contracts", help="check event contracts evolve compatibly").set_defaults(
+        run=cmd_contracts
+    )
+    _add_produce(commands)
+    ingest = commands.add_parser("ingest", help="the Kafka -> bronze stream")
+    ingest.add_argument("action", choices=["start", "stop", "status", "wait"])
+    ingest.add_argument("--timeout", type=float, default=600, help="for `wait`: seconds")
+    ingest.set_defaults(run=cmd_ingest)
     return parser
 
 

@@ -24,6 +24,27 @@ def start_ingest_process(settings: Settings) -> int:
     )
 
 
+class IngestService:
+    """The ingest stream as a component of the platform (start, stop, health)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.process = ingest_process(settings)
+
+    def start(self, timeout: float = 180.0) -> None:
+        from lambdalake.kafka.topics import ensure_topic
+
+        ensure_topic(self.settings.kafka, self.settings.kafka.events_topic)
+        start_ingest_process(self.settings)
+        self.process.wait_until(
+            lambda: (read_status(self.settings) or {}).get("active") is True, timeout,
+            "the streaming query reports progress",
+        )
+
+    def stop(self) -> None:
+        self.process.stop(timeout=120)
+
+
 def topic_end_offsets(settings: Settings) -> dict[str, int]:
     """The events topic's high watermark per partition, straight from Kafka."""
     topic = settings.kafka.events_topic.name

@@ -7,11 +7,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lambdalake.ingest.service import IngestService
 from lambdalake.settings import Settings
 from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
+
+
+Component = Postgres | KafkaCluster | IngestService | Airflow
 
 
 @dataclass(frozen=True)
@@ -33,15 +37,17 @@ class Platform:
         self.postgres = Postgres(settings)
         self.kafka = KafkaCluster(settings)
         self.airflow = Airflow(settings)
+        self.ingest = IngestService(settings)
 
     def processes(self) -> list[ManagedProcess]:
         return [process for _, processes in self._components() for process in processes]
 
-    def _components(self) -> list[tuple[Postgres | KafkaCluster | Airflow, list[ManagedProcess]]]:
+    def _components(self) -> list[tuple[Component, list[ManagedProcess]]]:
         """Components in start order, each with the processes it owns."""
         return [
             (self.postgres, [self.postgres.process]),
             (self.kafka, [node.process for node in self.kafka.nodes]),
+            (self.ingest, [self.ingest.process]),
             (self.airflow, list(self.airflow.services.values())),
         ]
 
@@ -49,7 +55,8 @@ class Platform:
         """Start what is not running and wait until all of it is healthy; return seconds."""
         started = time.monotonic()
         for label, component in (
-            ("PostgreSQL", self.postgres), ("Kafka", self.kafka), ("Airflow", self.airflow),
+            ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
+            ("ingest stream (Kafka -> bronze)", self.ingest), ("Airflow", self.airflow),
         ):
             echo(f"starting {label} ...")
             component.start()

@@ -1,0 +1,79 @@
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.generator import (
+    MALFORMED_KINDS, Manifest, TrafficGenerator, TrafficProfile, produce_traffic,
+)
+
+START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def test_same_seed_same_records() -> None:
+    profile = TrafficProfile(count=3000, seed=5, start_time=START, malformed_fraction=0.05)
+    first = [(r.key, r.value) for r in TrafficGenerator(profile).records()]
+    again = [(r.key, r.value) for r in TrafficGenerator(profile).records()]
+    other = [(r.key, r.value) for r in TrafficGenerator(
+        TrafficProfile(count=3000, seed=6, start_time=START, malformed_fraction=0.05)).records()]
+    assert first == again != other
+
+
+def test_fractions_kinds_and_validity() -> None:
+    profile = TrafficProfile(count=20_000, seed=1, start_time=START, malformed_fraction=0.1,
+                             duplicate_fraction=0.05, late_fraction=0.2, max_lateness_minutes=30)
+    records = list(TrafficGenerator(profile).records())
+    kinds = Counter(r.kind for r in records)
+    assert set(kinds) == {"valid", "duplicate", *MALFORMED_KINDS}
+    assert 0.08 < sum(kinds[k] for k in MALFORMED_KINDS) / 20_000 < 0.12
+    assert 0.04 < kinds["duplicate"] / 20_000 < 0.06
+    registry = ContractRegistry()
+    valid = [r for r in records if r.kind in ("valid", "duplicate")]
+    assert all(registry.errors(r.event) == [] for r in valid[:3000])
+    ids = [r.event["event_id"] for r in valid if r.kind == "valid"]
+    assert len(ids) == len(set(ids))
+    assert {r.event["event_id"] for r in valid if r.kind == "duplicate"} <= set(ids)
+    times = [datetime.fromisoformat(r.event["occurred_at"]) for r in valid if r.kind == "valid"]
+    late = [t for i, t in enumerate(times[1:], 1) if t < times[i - 1]]
+    assert 0.1 < len(late) / len(times) < 0.3  # late events arrive out of event-time order
+
+
+def test_bad_profiles_are_rejected() -> None:
+    with pytest.raises(ValueError, match="malformed_fraction"):
+        TrafficProfile(malformed_fraction=1.5)
+    with pytest.raises(ValueError, match="at most 1"):
+        TrafficProfile(malformed_fraction=0.6, duplicate_fraction=0.6)
+
+
+class CountingProducer:
+    topic = "t"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+
+        class Counts:
+            acknowledged = 0
+            failed = 0
+
+        self.counts = Counts()
+
+    def send(self, key, value) -> None:
+        self.sent.append((key, value))
+        self.counts.acknowledged += 1
+
+    def flush(self) -> int:
+        return 0
+
+
+def test_manifest_reconciles_and_round_trips(tmp_path: Path) -> None:
+    producer = CountingProducer()
+    profile = TrafficProfile(count=5000, seed=2, start_time=START, malformed_fraction=0.1)
+    manifest = produce_traffic(TrafficGenerator(profile), producer)
+    assert manifest.produced == len(producer.sent) == manifest.acknowledged == 5000
+    assert manifest.counts["valid"] == len(manifest.valid_event_ids)
+    manifest.write(tmp_path / "m.json")
+    again = Manifest.read(tmp_path / "m.json")
+    assert again.counts == manifest.counts and again.valid_event_ids == manifest.valid_event_ids
+    assert again.malformed == manifest.malformed > 0
