@@ -39,6 +39,9 @@ test: setup           ## the whole suite: unit tests, then integration tests on 
 test-unit: $(INSTALLED)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+bench: setup          ## benchmarks, quick profile (PROFILE=full for the README figures)
+	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)
+
 lock:                 ## re-resolve requirements.in into exact pins
 	rm -rf /tmp/lambdalake-lock && $(PYTHON) -m venv /tmp/lambdalake-lock
 	/tmp/lambdalake-lock/bin/pip install --quiet --upgrade pip

@@ -15,6 +15,7 @@ Nothing else in the code base hard-codes a host, a port or a path: it asks ``get
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -95,10 +96,17 @@ class KafkaSettings(BaseModel):
 class BrokerSettings(BaseModel):
     """The local Kafka broker(s) that the stack command runs (KRaft, combined mode)."""
 
-    count: Literal[1, 3] = Field(1, description="1 broker, or a 3-broker cluster on one host")
+    count: int = Field(1, description="1 broker, or a 3-broker cluster on one host")
     host: str = Field(LOOPBACK, description="address the local broker(s) bind to")
     first_port: int = Field(9092, description="broker i listens on first_port + 10*i")
     heap: str = Field("512m", description="JVM -Xmx of each broker")
+
+    @field_validator("count")
+    @classmethod
+    def _one_or_three(cls, value: int) -> int:
+        if value not in (1, 3):
+            raise ValueError("count must be 1 or 3 (a KRaft quorum needs an odd size)")
+        return value
 
     def client_port(self, index: int) -> int:
         return self.first_port + 10 * index
@@ -239,6 +247,29 @@ class Settings(BaseSettings):
     def spark_jars_dir(self) -> Path:
         assert self.jars_dir is not None
         return self.jars_dir / "spark-connectors"
+
+    def to_environment(self) -> dict[str, str]:
+        """These settings as LAMBDALAKE_* variables: a child process given them (and no
+        .env override) builds equal settings."""
+        variables: dict[str, str] = {}
+
+        def walk(model: BaseModel, prefix: str) -> None:
+            for name in type(model).model_fields:
+                value = getattr(model, name)
+                key = f"{prefix}{name.upper()}"
+                if isinstance(value, BaseModel):
+                    walk(value, f"{key}__")
+                elif value is None:
+                    continue
+                elif isinstance(value, SecretStr):
+                    variables[key] = value.get_secret_value()
+                elif isinstance(value, dict):
+                    variables[key] = json.dumps(value)
+                else:
+                    variables[key] = str(value)
+
+        walk(self, "LAMBDALAKE_")
+        return variables
 
     def table_path(self, name: str) -> str:
         """Location of the Delta table ``name`` under the lake root."""

@@ -44,10 +44,11 @@ def stack_processes(settings: Settings) -> list[psutil.Process]:
     """Every process on this machine that belongs to the stack's state dir."""
     found = []
     marker = str(settings.state_dir)
-    for process in psutil.process_iter(["cmdline", "cwd"]):
+    for process in psutil.process_iter(["cmdline", "cwd", "environ"]):
         try:
             cmdline = " ".join(process.info["cmdline"] or [])
-            if marker in cmdline or marker in (process.info["cwd"] or ""):
+            state_dir = (process.info["environ"] or {}).get("LAMBDALAKE_STATE_DIR", "")
+            if marker in cmdline or marker in (process.info["cwd"] or "") or state_dir == marker:
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
@@ -56,6 +57,8 @@ def stack_processes(settings: Settings) -> list[psutil.Process]:
 
 def test_up_is_healthy_and_idempotent(platform: Platform) -> None:
     assert all(status.running for status in platform.status())
+    assert {s.name for s in platform.status()} >= {"postgres", "kafka-1", "ingest",
+                                                    "airflow-scheduler", "airflow-api-server"}
     assert platform.airflow.unhealthy_components() == []
     assert platform.kafka.live_brokers() == 1
     assert platform.postgres.ready()

@@ -62,3 +62,22 @@ def test_sasl_ssl_is_expressible_for_both_clients() -> None:
 def test_invalid_values_are_rejected_with_the_field_named() -> None:
     with pytest.raises(ValidationError, match="count"):
         Settings(broker={"count": 2})
+
+
+def test_settings_survive_the_trip_to_a_child_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Settings(
+        state_dir=tmp_path, broker={"count": 3}, spark={"extra_conf": {"a.b": "c"}},
+        kafka={"sasl_password": "pw", "events_topic": {"name": "t.x", "partitions": 6}},
+    )
+    for key, value in original.to_environment().items():
+        monkeypatch.setenv(key, value)
+    assert Settings() == original
+
+
+def test_the_documented_cluster_switch_works_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAMBDALAKE_BROKER__COUNT", "3")
+    assert Settings().broker.count == 3

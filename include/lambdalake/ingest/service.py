@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -18,9 +19,12 @@ def ingest_process(settings: Settings) -> ManagedProcess:
 
 
 def start_ingest_process(settings: Settings) -> int:
-    """Start the ingest job detached (a no-op if it runs); its checkpoint decides where it resumes."""
+    """Start the ingest job detached with exactly these settings (a no-op if it runs);
+    its checkpoint decides where it resumes."""
     return ingest_process(settings).start(
-        [sys.executable, str(job_path("ingest"))], cwd=PROJECT_ROOT
+        [sys.executable, str(job_path("ingest"))],
+        env={**os.environ, **settings.to_environment()},
+        cwd=PROJECT_ROOT,
     )
 
 

@@ -45,12 +45,33 @@ def read_status(settings: Settings, query: str = QUERY_NAME) -> dict[str, Any] |
         return None
 
 
+def history_path(settings: Settings, query: str = QUERY_NAME) -> Path:
+    return settings.state_dir / "status" / f"{query}-batches.jsonl"
+
+
 def _write_status(settings: Settings, document: dict[str, Any]) -> None:
     path = status_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(document, default=str))
     partial.replace(path)  # readers never see half a file
+
+
+def _record_batches(settings: Settings, query: StreamingQuery, after: int) -> int:
+    """Append the progress of batches newer than ``after`` to the batch history (JSON lines);
+    return the newest batch id recorded. Benchmarks and trend views read this history."""
+    newest = after
+    with history_path(settings).open("a") as history:
+        for progress in query.recentProgress:
+            batch = progress["batchId"]
+            if batch > newest and progress["numInputRows"]:
+                history.write(json.dumps({
+                    "batch_id": batch, "timestamp": progress["timestamp"],
+                    "input_rows": progress["numInputRows"],
+                    "duration_ms": progress["durationMs"].get("triggerExecution"),
+                }) + "\n")
+            newest = max(newest, batch)
+    return newest
 
 
 def kafka_stream(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -142,11 +163,14 @@ def run(spark: SparkSession, settings: Settings) -> None:
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     interval = settings.ingest.status_interval_seconds
     last_status = 0.0
+    recorded = -1
+    status_path(settings).parent.mkdir(parents=True, exist_ok=True)
     try:
         while query.isActive:
             query.awaitTermination(min(interval, 0.5))
             if time.monotonic() - last_status >= interval:
                 _write_status(settings, progress_document(query))
+                recorded = _record_batches(settings, query, recorded)
                 last_status = time.monotonic()
             if stop and not query.status["isTriggerActive"]:
                 print("ingest: stop requested; the current micro-batch has finished", flush=True)

@@ -1,0 +1,1 @@
+"""lambdalake's benchmarks: `make bench` (quick profile) or `python -m bench.run --profile full`."""

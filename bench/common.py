@@ -1,0 +1,95 @@
+"""What every benchmark shares: an isolated stack, percentiles, and the result record."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.stack.kafka_broker import KafkaCluster
+
+BENCH_ENV = {
+    "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / "bench"),
+    "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
+    "LAMBDALAKE_BROKER__FIRST_PORT": "49092",
+    "LAMBDALAKE_POSTGRES__PORT": "45433",
+    "LAMBDALAKE_AIRFLOW__PORT": "48080",
+}
+
+
+@dataclass
+class Result:
+    """One measured figure, side by side with its bare baseline from the same run."""
+
+    name: str
+    unit: str
+    value: float
+    baseline: float | None = None
+    baseline_name: str | None = None
+    goal: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.value / self.baseline if self.baseline else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "load_avg_at_start": os.getloadavg(),
+    }
+
+
+@contextmanager
+def bench_environment() -> Iterator[Settings]:
+    """Settings for an isolated benchmark stack (own state dir and ports), with Kafka up."""
+    saved = {k: os.environ.get(k) for k in BENCH_ENV}
+    os.environ.update(BENCH_ENV)
+    settings = Settings()
+    kafka = KafkaCluster(settings)
+    try:
+        kafka.start()
+        yield settings
+    finally:
+        kafka.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 50), "p95": percentile(values, 95),
+            "p99": percentile(values, 99), "max": max(values) if values else float("nan"),
+            "mean": statistics.fmean(values) if values else float("nan"), "n": len(values)}
+
+
+class Stopwatch:
+    def __enter__(self) -> Stopwatch:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.seconds = time.perf_counter() - self.started

@@ -1,0 +1,62 @@
+"""Run the benchmarks and write results as JSON and a Markdown table.
+
+    python -m bench.run --profile quick     # minutes, for development (`make bench`)
+    python -m bench.run --profile full      # the figures quoted in the README
+
+Every figure comes with its bare baseline measured in the same run, because the machine is
+shared and noisy; results land in bench/results/<timestamp>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import ingest
+from bench.common import Result, bench_environment, machine
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def markdown(results: list[Result], meta: dict) -> str:
+    lines = [f"# lambdalake benchmarks ({meta['profile']} profile, {meta['started']})", "",
+             f"Machine: {meta['machine']['cpus']} CPUs, {meta['machine']['memory_gib']} GiB; "
+             f"load at start {tuple(round(x, 2) for x in meta['machine']['load_avg_at_start'])}.",
+             "", "| benchmark | measured | baseline (same run) | ratio | goal |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in results:
+        baseline = f"{r.baseline:,.0f} ({r.baseline_name})" if r.baseline else "-"
+        ratio = f"{r.ratio:.2f}" if r.ratio else "-"
+        lines.append(f"| {r.name} | {r.value:,.2f} {r.unit} | {baseline} | {ratio} | {r.goal or '-'} |")
+    lines += ["", "Details:", "", "```json",
+              json.dumps({r.name: r.details for r in results}, indent=2, default=str), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=["quick", "full"], default="quick")
+    args = parser.parse_args()
+    meta = {"profile": args.profile, "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine()}
+    started = time.monotonic()
+    with bench_environment() as settings:
+        results = ingest.run(settings, args.profile)
+    meta["seconds"] = round(time.monotonic() - started, 1)
+    out = RESULTS_DIR / meta["started"].replace(":", "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=2, default=str)
+    )
+    report = markdown(results, meta)
+    (out / "report.md").write_text(report)
+    print(report)
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
