@@ -1,0 +1,68 @@
+"""Spark-side validation agrees with the contracts and the generator, record by record."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lambdalake.contracts import ContractRegistry, encode_event
+from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.ingest.validation import classify
+from lambdalake.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+                "timestamp TIMESTAMP, timestampType INT")
+
+
+def reasons(spark: SparkSession, settings: Settings, values: list[bytes | None]) -> list[str | None]:
+    rows = [(b"k", v, "t", 0, i, NOW.replace(tzinfo=None), 0) for i, v in enumerate(values)]
+    classified = classify(spark.createDataFrame(rows, KAFKA_SCHEMA), ContractRegistry(),
+                          settings.ingest)
+    return [r.quarantine_reason for r in classified.orderBy("offset").collect()]
+
+
+def test_every_generated_record_gets_the_reason_its_kind_intends(
+    spark: SparkSession, settings: Settings
+) -> None:
+    profile = TrafficProfile(count=3000, seed=9, start_time=NOW, malformed_fraction=0.3)
+    records = list(TrafficGenerator(profile).records())
+    got = reasons(spark, settings, [r.value for r in records])
+    expected = [None if r.kind in ("valid", "duplicate") else r.kind for r in records]
+    mismatches = [(r.kind, g, r.value[:120] if r.value else r.value)
+                  for r, g, e in zip(records, got, expected) if g != e]
+    assert mismatches == []
+
+
+def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings) -> None:
+    base = {"event_id": "e", "event_type": "purchase", "user_id": "u", "session_id": "s",
+            "occurred_at": "2026-11-22T11:59:00.000Z", "schema_version": 1, "country": "DE",
+            "device": "mobile", "product_id": "p", "quantity": 1, "amount": 9.99,
+            "currency": "EUR"}
+    cases = {
+        "valid": (base, None),
+        "newer compatible version with a new field": (
+            {**base, "schema_version": 2, "coupon": "X"}, None),
+        "integer amount": ({**base, "amount": 10}, None),
+        "sub-cent amount": ({**base, "amount": 9.999}, "constraint_violation"),
+        "quantity as a string": ({**base, "quantity": "1"}, "wrong_type"),
+        "required field is JSON null": ({**base, "currency": None}, "missing_required"),
+        "page on a purchase is optional": ({**base, "page": None}, None),
+        "impossible date": ({**base, "occurred_at": "2026-13-01T00:00:00.000Z"},
+                            "constraint_violation"),
+        "ten minutes in the future": ({**base, "occurred_at": "2026-11-22T12:10:00.000Z"},
+                                      "timestamp_out_of_range"),
+        "a JSON array": ([base], "invalid_json"),
+    }
+    values = [json.dumps(event).encode() if not isinstance(event, dict) else encode_event(event)
+              for event, _ in cases.values()]
+    got = dict(zip(cases, reasons(spark, settings, values)))
+    assert got == {name: reason for name, (_, reason) in cases.items()}
+    registry = ContractRegistry()  # the producer-side check agrees wherever it applies
+    for name, (event, reason) in cases.items():
+        if isinstance(event, dict) and reason in (None, "wrong_type", "missing_required"):
+            assert (registry.errors(event) == []) == (reason is None), name
