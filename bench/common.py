@@ -13,16 +13,10 @@ from typing import Any
 
 import psutil
 
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
 
-BENCH_ENV = {
-    "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / "bench"),
-    "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
-    "LAMBDALAKE_BROKER__FIRST_PORT": "49092",
-    "LAMBDALAKE_POSTGRES__PORT": "45433",
-    "LAMBDALAKE_AIRFLOW__PORT": "48080",
-}
+BENCH_ENV = isolated_environment("bench", port_prefix=4)
 
 
 @dataclass

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import os
 
-from lambdalake.settings import PROJECT_ROOT
+from lambdalake.settings import isolated_environment
 
 TEST_ENVIRONMENT = {
-    "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / "test"),
-    "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
-    "LAMBDALAKE_BROKER__FIRST_PORT": "19092",
-    "LAMBDALAKE_POSTGRES__PORT": "15433",
-    "LAMBDALAKE_AIRFLOW__PORT": "18080",
+    **isolated_environment("test", port_prefix=1),
     "LAMBDALAKE_SPARK__SHUFFLE_PARTITIONS": "2",
 }
 for key, value in TEST_ENVIRONMENT.items():

@@ -258,7 +258,8 @@ def cmd_ingest(settings: Settings, args: argparse.Namespace) -> int:
         ensure_topic(settings.kafka, settings.kafka.events_topic)
         print(f"ingest running, pid {start_ingest_process(settings)}; log {process.log_file}")
     elif args.action == "stop":
-        print("ingest stopped" if process.stop(timeout=120) else "ingest was not running")
+        stopped = process.stop(timeout=120, root_first=True)
+        print("ingest stopped" if stopped else "ingest was not running")
     elif args.action == "wait":
         print(f"ingest caught up with {wait_caught_up(settings, timeout=args.timeout)}")
     else:

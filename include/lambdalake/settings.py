@@ -280,6 +280,19 @@ class Settings(BaseSettings):
         return f"{self.lake.checkpoint_root.rstrip('/')}/{query}"
 
 
+def isolated_environment(name: str, port_prefix: int) -> dict[str, str]:
+    """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
+    state dir ``.state/<name>`` and ports ``<port_prefix>9092`` (Kafka), ``<port_prefix>5433``
+    (PostgreSQL), ``<port_prefix>8080`` (Airflow); the jars that setup resolved are shared."""
+    return {
+        "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / name),
+        "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
+        "LAMBDALAKE_BROKER__FIRST_PORT": f"{port_prefix}9092",
+        "LAMBDALAKE_POSTGRES__PORT": f"{port_prefix}5433",
+        "LAMBDALAKE_AIRFLOW__PORT": f"{port_prefix}8080",
+    }
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment and `.env`."""

@@ -10,17 +10,16 @@ from confluent_kafka.admin import AdminClient
 
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_topic
-from lambdalake.settings import PROJECT_ROOT, Settings, TopicSettings
+from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KafkaCluster]:
-    settings = Settings(
-        state_dir=PROJECT_ROOT / ".state" / "test-cluster",
-        jars_dir=PROJECT_ROOT / ".state" / "jars",
-        broker={"count": 3, "first_port": 39092},
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in isolated_environment("test-cluster", port_prefix=3).items():
+            patch.setenv(key, value)
+        settings = Settings(broker={"count": 3, "first_port": 39092})
     kafka = KafkaCluster(settings)
     kafka.start()
     yield kafka

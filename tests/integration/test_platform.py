@@ -15,16 +15,11 @@ import psutil
 import pytest
 
 from lambdalake.orchestration.airflow_api import AirflowClient
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.stack.platform import Platform
 
-STACK_ENV = {
-    "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / "test-platform"),
-    "LAMBDALAKE_BROKER__FIRST_PORT": "29092",
-    "LAMBDALAKE_POSTGRES__PORT": "25433",
-    "LAMBDALAKE_AIRFLOW__PORT": "28080",
-}
+STACK_ENV = isolated_environment("test-platform", port_prefix=2)
 
 
 @pytest.fixture(scope="module")

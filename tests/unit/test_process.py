@@ -50,3 +50,24 @@ def test_a_process_that_never_gets_healthy_times_out(tmp_path: Path) -> None:
             process.wait_until(lambda: False, timeout=1, what="port open")
     finally:
         process.stop(timeout=5)
+
+
+def test_root_first_lets_the_root_shut_down_its_children_itself(tmp_path: Path) -> None:
+    marker = tmp_path / "clean-exit"
+    script = (
+        "import signal, subprocess, sys, time, pathlib\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "def stop(*_):\n"
+        "    child.terminate(); child.wait()\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('ok'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "time.sleep(60)\n"
+    )
+    process = ManagedProcess("graceful", tmp_path / "run")
+    process.start([sys.executable, "-c", script])
+    deadline = time.monotonic() + 10
+    while len(process.members()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.stop(timeout=10, root_first=True)
+    assert marker.read_text() == "ok"  # its own handler ran, with its child still there
+    assert process.pid() is None

@@ -81,3 +81,15 @@ def test_the_documented_cluster_switch_works_from_the_environment(
 ) -> None:
     monkeypatch.setenv("LAMBDALAKE_BROKER__COUNT", "3")
     assert Settings().broker.count == 3
+
+
+def test_a_dotenv_file_overrides_defaults_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text("LAMBDALAKE_SPARK__MASTER=spark://from-dotenv:7077\n"
+                                   "LAMBDALAKE_AIRFLOW__PORT=9999\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LAMBDALAKE_AIRFLOW__PORT", "7777")
+    settings = Settings()
+    assert settings.spark.master == "spark://from-dotenv:7077"
+    assert settings.airflow.port == 7777

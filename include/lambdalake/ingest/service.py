@@ -46,7 +46,7 @@ class IngestService:
         )
 
     def stop(self) -> None:
-        self.process.stop(timeout=120)
+        self.process.stop(timeout=120, root_first=True)  # the running micro-batch finishes
 
 
 def topic_end_offsets(settings: Settings) -> dict[str, int]:

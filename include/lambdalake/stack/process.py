@@ -103,18 +103,32 @@ class ManagedProcess:
                 pass
         return total
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM the process group, then SIGKILL what is left; True if it was running."""
+    def stop(self, timeout: float = 30.0, root_first: bool = False) -> bool:
+        """SIGTERM the process group, then SIGKILL what is left; True if it was running.
+
+        ``root_first`` gives the root process ``timeout`` seconds to shut down on its own
+        (a Spark driver finishing its micro-batch needs its JVM child alive meanwhile)
+        before the rest of the group is signalled.
+        """
         members = self.members()
         if not members:
             self.pid_file.unlink(missing_ok=True)
             return False
         pgid = os.getpgid(members[0].pid)
-        _signal_group(pgid, members, signal.SIGTERM)
-        _, alive = psutil.wait_procs(members, timeout=timeout)
-        if alive:
-            _signal_group(pgid, alive, signal.SIGKILL)
-            psutil.wait_procs(alive, timeout=10)
+        if root_first:
+            try:
+                members[0].send_signal(signal.SIGTERM)
+                members[0].wait(timeout)
+            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                pass
+            members = [p for p in members if p.is_running()]
+            timeout = 10.0
+        if members:
+            _signal_group(pgid, members, signal.SIGTERM)
+            _, alive = psutil.wait_procs(members, timeout=timeout)
+            if alive:
+                _signal_group(pgid, alive, signal.SIGKILL)
+                psutil.wait_procs(alive, timeout=10)
         self.pid_file.unlink(missing_ok=True)
         return True
 
