@@ -64,18 +64,23 @@ def write_micro_batch(
 
 
 def read_bronze_interval(
-    spark: SparkSession, settings: Settings, start: datetime, end: datetime
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+    version: int | None = None,
 ) -> DataFrame:
     """Bronze rows whose event time is in [start, end), however late they arrived.
 
-    The event-date partition filter lets Delta skip every other day's files.
+    ``version`` pins the table version read (reproducible recomputation). The event-date
+    partition filter lets Delta skip every other day's files.
     """
     from pyspark.sql import functions as F
 
     first_day: date = start.date()
     last_day: date = end.date()
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
     return (
-        spark.read.format("delta").load(settings.table_path(BRONZE_TABLE))
+        reader.load(settings.table_path(BRONZE_TABLE))
         .where(F.col("event_date").between(F.lit(first_day), F.lit(last_day)))
         .where((F.col("occurred_at") >= F.lit(start)) & (F.col("occurred_at") < F.lit(end)))
     )

@@ -1,0 +1,156 @@
+"""View definitions: a view is declared once, in ``schemas/views/<name>.yaml``.
+
+A definition names the events it reads, its grain (a tumbling event-time window), its
+lateness allowance, its dimensions and its measures. The batch layer and the speed layer
+both derive their aggregation from it (``lambdalake.views.aggregate``), so the two code
+paths cannot drift apart. Definitions are checked against the event contracts when they
+load: every column must exist in the events the view reads, and sums, minima and maxima
+need numeric columns.
+
+>>> views = load_views()                       # doctest: +SKIP
+>>> views["page_traffic"].grain_seconds        # doctest: +SKIP
+3600
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.settings import PROJECT_ROOT
+
+VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
+_DURATION = re.compile(r"^(?P<amount>\d+)\s*(?P<unit>second|minute|hour|day)s?$")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_NUMERIC_SPARK_TYPES = ("BIGINT", "DOUBLE", "DECIMAL")
+
+
+class ViewError(ValueError):
+    """A view definition is invalid; the message names the view and the problem."""
+
+
+def duration_seconds(text: str) -> int:
+    """'1 hour' -> 3600; '10 minutes' -> 600."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like '1 hour' or '10 minutes'")
+    return int(match["amount"]) * _UNIT_SECONDS[match["unit"]]
+
+
+class Measure(BaseModel):
+    """One aggregate of a view."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    kind: Literal["count", "sum", "min", "max", "distinct_count"]
+    column: str | None = None
+    event_types: list[str] | None = Field(
+        None, description="count only these event types (default: all the view reads)"
+    )
+
+    @model_validator(mode="after")
+    def _column_when_needed(self) -> Measure:
+        if self.kind != "count" and self.column is None:
+            raise ValueError(f"measure {self.name!r}: {self.kind} needs a column")
+        return self
+
+    @property
+    def exact_in_speed_layer(self) -> bool:
+        """Distinct counts are approximate (HyperLogLog++) in the speed layer."""
+        return self.kind != "distinct_count"
+
+
+class ViewDefinition(BaseModel):
+    """One view: what it reads, how it groups, what it measures."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str
+    event_types: list[str] = Field(min_length=1)
+    grain: str
+    lateness: str
+    event_time: str = "occurred_at"
+    dimensions: list[str]
+    measures: list[Measure] = Field(min_length=1)
+    approx_distinct_rsd: float = Field(
+        0.02, gt=0, lt=0.4, description="speed layer: relative standard deviation of HLL++"
+    )
+
+    @field_validator("grain", "lateness")
+    @classmethod
+    def _is_duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+    @property
+    def grain_seconds(self) -> int:
+        return duration_seconds(self.grain)
+
+    @property
+    def lateness_seconds(self) -> int:
+        return duration_seconds(self.lateness)
+
+    @property
+    def table(self) -> str:
+        """The batch view's Delta table."""
+        return f"view_{self.name}"
+
+    @property
+    def key(self) -> list[str]:
+        """What identifies a row: the window and the dimensions."""
+        return ["window_start", *self.dimensions]
+
+    def check_against(self, contracts: ContractRegistry) -> None:
+        """Raise ``ViewError`` unless every type and column exists in the contracts."""
+        problems = []
+        unknown = set(self.event_types) - set(contracts.event_types)
+        if unknown:
+            problems.append(f"unknown event types {sorted(unknown)}")
+        readable = [contracts.latest(t) for t in self.event_types if t not in unknown]
+        fields = {name: rule for c in readable for name, rule in c.fields.items()}
+        for column in [self.event_time, *self.dimensions]:
+            if column not in fields:
+                problems.append(f"column {column!r} is in none of {self.event_types}")
+        for measure in self.measures:
+            extra = set(measure.event_types or []) - set(self.event_types)
+            if extra:
+                problems.append(f"measure {measure.name!r} counts {sorted(extra)}, "
+                                "which the view does not read")
+            if measure.column is None:
+                continue
+            rule = fields.get(measure.column)
+            if rule is None:
+                problems.append(f"measure {measure.name!r}: no column {measure.column!r}")
+            elif measure.kind in ("sum", "min", "max") and not rule.spark_type.startswith(
+                _NUMERIC_SPARK_TYPES
+            ):
+                problems.append(f"measure {measure.name!r}: {measure.kind} of "
+                                f"{rule.spark_type} column {measure.column!r}")
+        names = [m.name for m in self.measures]
+        if len(set(names)) != len(names) or set(names) & set(self.key):
+            problems.append("measure names must be unique and differ from the key columns")
+        if problems:
+            raise ViewError(f"view {self.name!r}: " + "; ".join(problems))
+
+
+def load_views(
+    directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None
+) -> dict[str, ViewDefinition]:
+    """Every view definition in ``directory``, validated against the event contracts."""
+    contracts = contracts or ContractRegistry()
+    views: dict[str, ViewDefinition] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            view = ViewDefinition.model_validate(yaml.safe_load(path.read_text()))
+        except ValueError as error:
+            raise ViewError(f"{path}: {error}") from error
+        if view.name != path.stem:
+            raise ViewError(f"{path}: the file must be named after the view ({view.name}.yaml)")
+        view.check_against(contracts)
+        views[view.name] = view
+    if not views:
+        raise ViewError(f"no view definitions in {directory}")
+    return views

@@ -1,0 +1,56 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lambdalake.views.definition import VIEWS_DIR, ViewError, duration_seconds, load_views
+
+
+def test_the_default_views_load_and_check_against_the_contracts() -> None:
+    views = load_views()
+    assert set(views) == {"page_traffic", "product_sales", "funnel"}
+    assert views["page_traffic"].grain_seconds == 3600
+    assert views["page_traffic"].lateness_seconds == 600
+    assert views["product_sales"].key == ["window_start", "product_id", "currency"]
+    kinds = {m.kind for v in views.values() for m in v.measures}
+    assert {"distinct_count", "sum", "count"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1 hour", 3600), ("10 minutes", 600), ("1 day", 86400), ("30 seconds", 30)]
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert duration_seconds(text) == seconds
+
+
+def write_view(directory: Path, **changes: object) -> None:
+    view = yaml.safe_load((VIEWS_DIR / "product_sales.yaml").read_text())
+    view.update(changes)
+    directory.mkdir(exist_ok=True)
+    (directory / f"{view['name']}.yaml").write_text(yaml.safe_dump(view))
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"dimensions": ["shoe_size"]}, "column 'shoe_size' is in none of"),
+        ({"event_types": ["refund"]}, "unknown event types"),
+        ({"measures": [{"name": "x", "kind": "sum", "column": "currency"}]},
+         "sum of STRING column 'currency'"),
+        ({"measures": [{"name": "x", "kind": "sum"}]}, "sum needs a column"),
+        ({"grain": "hourly"}, "is not a duration"),
+        ({"measures": [{"name": "n", "kind": "count", "event_types": ["page_view"]}]},
+         "which the view does not read"),
+    ],
+)
+def test_bad_definitions_name_the_view_and_the_problem(
+    tmp_path: Path, changes: dict, problem: str
+) -> None:
+    write_view(tmp_path, **changes)
+    with pytest.raises(ViewError, match=problem):
+        load_views(tmp_path)
+
+
+def test_adding_a_view_is_adding_a_file(tmp_path: Path) -> None:
+    write_view(tmp_path, name="device_sales", dimensions=["device"])
+    assert "device_sales" in load_views(tmp_path)
