@@ -10,7 +10,8 @@ read at a pinned version, recorded in the slice's lineage with the run id and th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
@@ -98,6 +99,19 @@ def recompute_slice(
         DeltaTable.forPath(spark, settings.table_path(view.table)).history(1).collect()[0]["version"]
     )
     return SliceWritten(view.name, start, end, count, bronze_version, table_version)
+
+
+def recompute_interval(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
+    end: datetime, run_id: str,
+) -> Iterator[SliceWritten]:
+    """Recompute every grain-aligned slice of [start, end), oldest first."""
+    check_interval(view, start, end)
+    step = timedelta(seconds=view.grain_seconds)
+    slice_start = start
+    while slice_start < end:
+        yield recompute_slice(spark, settings, view, slice_start, slice_start + step, run_id)
+        slice_start += step
 
 
 def _sql_time(moment: datetime) -> str:

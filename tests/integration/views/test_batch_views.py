@@ -139,3 +139,25 @@ def test_intervals_must_align_to_the_grain() -> None:
         check_interval(view, START + timedelta(minutes=5), START + timedelta(hours=1))
     with pytest.raises(ValueError, match="timezone-aware"):
         check_interval(view, START.replace(tzinfo=None), START + timedelta(hours=1))
+
+
+def test_the_batch_entry_point_runs_as_airflow_will_run_it(lake: Settings) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from lambdalake.orchestration.spark_jobs import job_path
+
+    result = subprocess.run(
+        [sys.executable, str(job_path("batch_views")), "--start", "2026-11-20T10:00:00Z",
+         "--end", "2026-11-20T12:00:00Z", "--views", "funnel", "--run-id", "cli-1"],
+        env={**os.environ, **lake.to_environment()}, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.count("batch: funnel [2026-11-20") == 2
+    bad = subprocess.run(
+        [sys.executable, str(job_path("batch_views")), "--start", "2026-11-20T10:00:00Z",
+         "--end", "2026-11-20T12:00:00Z", "--views", "nope"],
+        env={**os.environ, **lake.to_environment()}, capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2 and "unknown views ['nope']" in bad.stderr
