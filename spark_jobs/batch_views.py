@@ -9,7 +9,7 @@ passes exactly these arguments; run by hand, it does exactly what a DAG run does
 
 import argparse
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from lambdalake.settings import get_settings
 from lambdalake.spark import get_spark
@@ -21,7 +21,7 @@ def utc(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r}: give a time zone, e.g. 2026-11-20T10:00:00Z")
-    return moment
+    return moment.astimezone(UTC)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """Event contracts: one JSON Schema file per event type and version, the single source of truth.
 
 From the files in ``schemas/events/`` this module derives everything else that knows an
-event's shape: producer-side validation (``ContractRegistry.validate``), the Spark schema
-used to parse records (``ContractRegistry.spark_ddl``), the Spark-side validation rules
-(``lambdalake.ingest.validation`` reads ``FieldRule``s from here), and the documentation
-(``contracts_markdown``). A file named ``<event_type>.v<N>.json`` holds version N; event
+event's shape: producer-side validation (``ContractRegistry.validate``), the Spark type
+each field is read as and the Spark-side validation rules (``lambdalake.ingest.validation``
+reads ``FieldRule``s from here), and the documentation (``contracts_markdown``). A file named ``<event_type>.v<N>.json`` holds version N; event
 files may reference shared files (``common.v1.json``) with ``allOf``/``$ref``.
 
 Evolution is checked, not hoped for: a new version may add optional fields only; removing
@@ -197,10 +196,6 @@ class ContractRegistry:
             for name, rule in self.contracts[key].fields.items():
                 merged[name] = rule
         return merged
-
-    def spark_ddl(self) -> str:
-        """The Spark schema (DDL) that parses every known event's JSON."""
-        return ", ".join(f"`{name}` {rule.spark_type}" for name, rule in self.all_fields().items())
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:

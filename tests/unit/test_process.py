@@ -71,3 +71,17 @@ def test_root_first_lets_the_root_shut_down_its_children_itself(tmp_path: Path) 
     assert process.stop(timeout=10, root_first=True)
     assert marker.read_text() == "ok"  # its own handler ran, with its child still there
     assert process.pid() is None
+
+
+def test_stop_reaps_a_group_whose_root_already_died(tmp_path: Path) -> None:
+    script = ("import subprocess, sys\n"
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n")
+    process = ManagedProcess("orphaning", tmp_path / "run")
+    process.start([sys.executable, "-c", script])  # the root exits, its child lives on
+    deadline = time.monotonic() + 10
+    while (process.pid() is not None or not process.orphans()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphans = process.orphans()
+    assert len(orphans) == 1
+    assert process.stop(timeout=5) is False  # the root was gone
+    assert not orphans[0].is_running() or orphans[0].status() == psutil.STATUS_ZOMBIE

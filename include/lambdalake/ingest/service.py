@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from lambdalake.ingest.stream import QUERY_NAME, read_status
+from lambdalake.ingest.stream import QUERY_NAME, read_status, status_path
 from lambdalake.orchestration.spark_jobs import job_path
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.stack.process import ManagedProcess, StackError
@@ -39,6 +39,8 @@ class IngestService:
         from lambdalake.kafka.topics import ensure_topic
 
         ensure_topic(self.settings.kafka, self.settings.kafka.events_topic)
+        if self.process.pid() is None:  # a status left by a crashed run must not count
+            status_path(self.settings).unlink(missing_ok=True)
         start_ingest_process(self.settings)
         self.process.wait_until(
             lambda: (read_status(self.settings) or {}).get("active") is True, timeout,

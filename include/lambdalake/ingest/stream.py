@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_NAME = "ingest"
+GRACEFUL_STOP_SECONDS = 60.0
 
 
 def status_path(settings: Settings, query: str = QUERY_NAME) -> Path:
@@ -87,20 +88,25 @@ def kafka_stream(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
-def _query_id(checkpoint: str) -> str:
-    """The id Spark keeps in the checkpoint: stable across restarts, new for a new one."""
-    metadata = Path(checkpoint.removeprefix("file:")) / "metadata"
-    return str(json.loads(metadata.read_text().splitlines()[0])["id"])
+def _running_query_id(spark: SparkSession) -> str:
+    """The query's id, which Spark keeps in the checkpoint: the same across restarts, new
+    for a new checkpoint (whose batch ids start again at 0)."""
+    for query in spark.streams.active:
+        if query.name == QUERY_NAME:
+            return str(query.id)
+    raise RuntimeError(f"no active streaming query named {QUERY_NAME!r}")
 
 
 def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     contracts = ContractRegistry()
     checkpoint = settings.checkpoint_path(QUERY_NAME)
+    app_ids: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        app_id = f"lambdalake-ingest-{_query_id(checkpoint)}"
+        if not app_ids:
+            app_ids.append(f"lambdalake-ingest-{_running_query_id(batch.sparkSession)}")
         write_micro_batch(classify(batch, contracts, settings.ingest), settings, contracts,
-                          app_id, batch_id)
+                          app_ids[0], batch_id)
 
     return (
         kafka_stream(spark, settings).writeStream.queryName(QUERY_NAME)
@@ -152,10 +158,10 @@ def _offsets(raw: Any) -> dict[str, int]:
 
 def run(spark: SparkSession, settings: Settings) -> None:
     """Run the ingest query until it fails or a stop signal arrives."""
-    stop: list[int] = []
+    stop: list[float] = []  # when each stop signal arrived
 
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        stop.append(signum)
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.append(time.monotonic())
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, request_stop)
@@ -174,6 +180,10 @@ def run(spark: SparkSession, settings: Settings) -> None:
                 last_status = time.monotonic()
             if stop and not query.status["isTriggerActive"]:
                 print("ingest: stop requested; the current micro-batch has finished", flush=True)
+                query.stop()
+            elif stop and (len(stop) > 1 or time.monotonic() - stop[0] > GRACEFUL_STOP_SECONDS):
+                # under backlog batches run back to back: interrupt; the replay is idempotent
+                print("ingest: stop requested; interrupting the running micro-batch", flush=True)
                 query.stop()
     finally:
         if query.isActive:

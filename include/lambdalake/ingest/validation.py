@@ -25,13 +25,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
-REASONS = (
-    "empty_value", "oversized", "invalid_utf8", "invalid_json", "unknown_event_type",
-    "wrong_type", "missing_required", "constraint_violation", "timestamp_out_of_range",
-)
 _INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
-# dispatch fields: checked by the event-type lookup and forward-compatible versioning
-_NOT_CONSTRAINED = {"event_type", "schema_version"}
+# constraints not checked per field: event_type's const is the dispatch itself, and
+# schema_version's const would refuse newer compatible versions (forward compatibility)
+_SKIPPED_CONSTRAINTS = {"event_type": {"const"}, "schema_version": {"const"}}
 
 
 def _any(conditions: list[Column]) -> Column:
@@ -95,7 +92,10 @@ def _violations(rule: FieldRule, value: Column, exact: Column) -> list[Column]:
     from pyspark.sql import functions as F
 
     checks: list[Column] = []
+    skipped = _SKIPPED_CONSTRAINTS.get(rule.name, set())
     for keyword, bound in rule.constraints.items():
+        if keyword in skipped:
+            continue
         if keyword == "const":
             checks.append(value != F.lit(bound))
         elif keyword == "enum":
@@ -111,7 +111,7 @@ def _violations(rule: FieldRule, value: Column, exact: Column) -> list[Column]:
         elif keyword == "pattern":
             checks.append(~value.rlike(str(bound)))
         elif keyword == "multipleOf":
-            checks.append((exact % F.lit(bound).cast("DECIMAL(38,10)")) != 0)
+            checks.append((exact % F.lit(bound).cast("DECIMAL(38,18)")) != 0)
     return checks
 
 
@@ -139,17 +139,21 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
         **{f"_t_{n}": F.expr(f"schema_of_variant(variant_get(_v, '$.{n}'))") for n in fields},
         **{f"_x_{n}": F.expr(f"try_variant_get(_v, '$.{n}', '{r.spark_type}')")
            for n, r in fields.items()},
-        **{f"_d_{n}": F.expr(f"try_variant_get(_v, '$.{n}', 'DECIMAL(38,10)')")
+        **{f"_d_{n}": F.expr(f"try_variant_get(_v, '$.{n}', 'DECIMAL(38,18)')")
            for n, r in fields.items() if "multipleOf" in r.constraints},
     })
+    having = {n: [t for t in types if n in contracts.latest(t).fields] for n in fields}
     exact = {n: F.col(f"_d_{n}") for n, r in fields.items() if "multipleOf" in r.constraints}
     present = {n: F.col(f"_t_{n}").isNotNull() & (F.col(f"_t_{n}") != "VOID") for n in fields}
     event_type = F.col("_x_event_type")
     occurred_at = F.try_to_timestamp(F.col("_x_occurred_at"), F.lit(TIMESTAMP_FORMAT))
     staged = staged.withColumns({
         "_occurred_at": occurred_at,
-        **{f"_c_type_{n}": present[n] & ~_has_json_type(F.col(f"_t_{n}"), r.json_type)
-           for n, r in fields.items()},
+        # a field of another event type's contract is an extra field here, not checked;
+        # a value the column type cannot hold (an integer beyond BIGINT) is a wrong type
+        **{f"_c_type_{n}": _for_types(event_type, having[n], types) & present[n] & (
+            ~_has_json_type(F.col(f"_t_{n}"), r.json_type) | F.col(f"_x_{n}").isNull()
+        ) for n, r in fields.items()},
         **{f"_c_missing_{n}": _any([
             _for_types(event_type, requiring, types) & ~present[n]
             for _, requiring in _by_rule(contracts, n, lambda rule: rule.required)
@@ -158,7 +162,7 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
             _for_types(event_type, having, types)
             & _any(_violations(rule, F.col(f"_x_{n}"), exact.get(n, F.lit(None))))
             for rule, having in _by_rule(contracts, n, lambda rule: bool(rule.constraints))
-        ]) for n in fields if n not in _NOT_CONSTRAINED},
+        ]) for n in fields},
     })
     staged = staged.withColumn(
         "_c_rule_occurred_at",
@@ -166,7 +170,7 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
     )
     wrong = {n: F.col(f"_c_type_{n}") for n in fields}
     missing = {n: F.col(f"_c_missing_{n}") for n in fields}
-    broken = {n: F.col(f"_c_rule_{n}") for n in fields if n not in _NOT_CONSTRAINED}
+    broken = {n: F.col(f"_c_rule_{n}") for n in fields}
     size = F.octet_length("value")
     oldest = F.col("timestamp") - F.expr(f"INTERVAL {policy.max_event_age_days} DAYS")
     newest = F.col("timestamp") + F.expr(f"INTERVAL {policy.max_future_skew_seconds} SECONDS")

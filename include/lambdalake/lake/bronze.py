@@ -9,7 +9,7 @@ lands exactly once in exactly one of the two tables.
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 BRONZE_TABLE = "bronze_events"
 QUARANTINE_TABLE = "quarantine_events"
-KAFKA_COORDINATES = ["topic", "partition", "offset"]
 QUARANTINE_COLUMNS = [
     "topic", "partition", "offset", "kafka_timestamp", "key", "raw_value",
     "quarantine_reason", "quarantine_detail", "ingested_at", "ingest_date",
@@ -49,18 +48,22 @@ def write_micro_batch(
     try:
         valid = rows.where(F.col("quarantine_reason").isNull()).select(*bronze_columns(contracts))
         rejected = rows.where(F.col("quarantine_reason").isNotNull()).select(*QUARANTINE_COLUMNS)
-        for frame, table, partition in (
-            (valid, BRONZE_TABLE, "event_date"), (rejected, QUARANTINE_TABLE, "ingest_date"),
-        ):
-            (
-                frame.write.format("delta").mode("append")
-                .option("txnAppId", app_id).option("txnVersion", batch_id)
-                .option("mergeSchema", "true")  # a new optional contract field adds a column
-                .partitionBy(partition)
-                .save(settings.table_path(table))
-            )
+        append_once(valid, settings.table_path(BRONZE_TABLE), "event_date", app_id, batch_id)
+        append_once(rejected, settings.table_path(QUARANTINE_TABLE), "ingest_date", app_id,
+                    batch_id)
     finally:
         rows.unpersist()
+
+
+def append_once(frame: DataFrame, path: str, partition: str, app_id: str, batch_id: int) -> None:
+    """Append ``frame`` unless this table already committed ``batch_id`` for ``app_id``."""
+    (
+        frame.write.format("delta").mode("append")
+        .option("txnAppId", app_id).option("txnVersion", batch_id)
+        .option("mergeSchema", "true")  # a new optional contract field adds a column
+        .partitionBy(partition)
+        .save(path)
+    )
 
 
 def read_bronze_interval(
@@ -74,6 +77,9 @@ def read_bronze_interval(
     """
     from pyspark.sql import functions as F
 
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("interval bounds must be timezone-aware")
+    start, end = start.astimezone(UTC), end.astimezone(UTC)  # event_date is the UTC date
     first_day: date = start.date()
     last_day: date = end.date()
     reader = spark.read.format("delta")

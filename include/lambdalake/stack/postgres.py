@@ -15,6 +15,7 @@ import pwd
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 from lambdalake.settings import Settings
 from lambdalake.stack.process import ManagedProcess, StackError, run_checked
@@ -84,7 +85,8 @@ class Postgres:
     @property
     def sqlalchemy_url(self) -> str:
         pg = self.settings.postgres
-        return f"postgresql+psycopg2://{pg.user}:{self.password}@{pg.host}:{pg.port}/{pg.database}"
+        password = quote_plus(self.password)
+        return f"postgresql+psycopg2://{pg.user}:{password}@{pg.host}:{pg.port}/{pg.database}"
 
     def initdb(self) -> None:
         data_dir = self.data_dir
@@ -121,12 +123,15 @@ class Postgres:
         return subprocess.run(probe, check=False).returncode == 0
 
     def _superuser_sql(self, sql: str) -> str:
-        """Run SQL as the superuser over the Unix socket (trust auth, local only)."""
+        """Run SQL as the superuser over the Unix socket (trust auth, local only).
+
+        The SQL goes in on stdin: a password in it never shows in the process list.
+        """
         result = subprocess.run(
             [str(postgres_bin() / "psql"), "-h", str(self.data_dir), "-p",
              str(self.settings.postgres.port), "-U", "postgres", "-d", "postgres",
-             "-v", "ON_ERROR_STOP=1", "-Atc", sql],
-            capture_output=True, text=True, check=False, **_run_as(),
+             "-v", "ON_ERROR_STOP=1", "-At"],
+            input=sql, capture_output=True, text=True, check=False, **_run_as(),
         )
         if result.returncode != 0:
             raise StackError(f"postgres: {sql.split()[0]} failed: {result.stderr.strip()}")

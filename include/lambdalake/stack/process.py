@@ -94,6 +94,25 @@ class ManagedProcess:
         except psutil.NoSuchProcess:
             return []
 
+    def orphans(self) -> list[psutil.Process]:
+        """Processes still in the session we started after its root died (a JVM, say).
+
+        ``start`` made the root a session leader, so its PID is their session id; Linux
+        does not reuse a PID that is still a live session or group id.
+        """
+        try:
+            recorded = json.loads(self.pid_file.read_text())["pid"]
+        except (FileNotFoundError, ValueError, KeyError):
+            return []
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if process.pid != recorded and os.getsid(process.pid) == recorded:
+                    found.append(process)
+            except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+                continue
+        return found
+
     def rss_bytes(self) -> int:
         total = 0
         for process in self.members():
@@ -112,6 +131,10 @@ class ManagedProcess:
         """
         members = self.members()
         if not members:
+            orphans = self.orphans()
+            for process in orphans:
+                process.kill()
+            psutil.wait_procs(orphans, timeout=10)
             self.pid_file.unlink(missing_ok=True)
             return False
         pgid = os.getpgid(members[0].pid)

@@ -37,10 +37,12 @@ def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None
     """An interval must be non-empty, in UTC and aligned to the view's grain."""
     if start.tzinfo is None or end.tzinfo is None:
         raise ValueError("interval bounds must be timezone-aware (UTC)")
+    if start.utcoffset() or end.utcoffset():
+        raise ValueError("interval bounds must be in UTC (offset +00:00)")
     if end <= start:
         raise ValueError(f"empty interval [{start}, {end})")
     for bound in (start, end):
-        if int(bound.timestamp()) % view.grain_seconds:
+        if bound.timestamp() % view.grain_seconds:
             raise ValueError(f"{bound.isoformat()} is not aligned to {view.name}'s grain "
                              f"({view.grain})")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,11 @@ def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings)
         "ten minutes in the future": ({**base, "occurred_at": "2026-11-22T12:10:00.000Z"},
                                       "timestamp_out_of_range"),
         "a JSON array": ([base], "invalid_json"),
+        "quantity beyond BIGINT": ({**base, "quantity": 10**25}, "wrong_type"),
+        "schema_version 0": ({**base, "schema_version": 0}, "constraint_violation"),
+        "amount a hair above a cent": ({**base, "amount": Decimal("0.010000000001")},
+                                       "constraint_violation"),
+        "a field of another event type is extra here": ({**base, "page": 42}, None),
     }
     values = [json.dumps(event).encode() if not isinstance(event, dict) else encode_event(event)
               for event, _ in cases.values()]
@@ -64,5 +70,6 @@ def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings)
     assert got == {name: reason for name, (_, reason) in cases.items()}
     registry = ContractRegistry()  # the producer-side check agrees wherever it applies
     for name, (event, reason) in cases.items():
-        if isinstance(event, dict) and reason in (None, "wrong_type", "missing_required"):
+        if isinstance(event, dict) and reason in (None, "wrong_type", "missing_required",
+                                                  "constraint_violation"):
             assert (registry.errors(event) == []) == (reason is None), name

@@ -133,12 +133,33 @@ def test_a_rerun_replaces_the_slice_and_a_late_event_is_included(
     assert page_views(spark, lake, view, hour, "/page/0") == views_before + 1
 
 
-def test_intervals_must_align_to_the_grain() -> None:
+def test_intervals_must_be_utc_and_align_to_the_grain() -> None:
+    from datetime import timezone
+
     view = load_views()["page_traffic"]
     with pytest.raises(ValueError, match="not aligned"):
         check_interval(view, START + timedelta(minutes=5), START + timedelta(hours=1))
+    with pytest.raises(ValueError, match="not aligned"):
+        check_interval(view, START + timedelta(microseconds=500), START + timedelta(hours=1))
     with pytest.raises(ValueError, match="timezone-aware"):
         check_interval(view, START.replace(tzinfo=None), START + timedelta(hours=1))
+    plus_two = timezone(timedelta(hours=2))
+    with pytest.raises(ValueError, match="in UTC"):
+        check_interval(view, START.astimezone(plus_two), START.astimezone(plus_two)
+                       + timedelta(hours=1))
+
+
+def test_the_reader_filters_days_in_utc(spark: SparkSession, lake: Settings) -> None:
+    from datetime import timezone
+
+    from lambdalake.lake.bronze import read_bronze_interval
+
+    hour = START + timedelta(hours=1)
+    in_utc = read_bronze_interval(spark, lake, hour, hour + timedelta(hours=1)).count()
+    minus_eleven = timezone(timedelta(hours=-11))  # the same instants, the previous local day
+    local = read_bronze_interval(spark, lake, hour.astimezone(minus_eleven),
+                                 (hour + timedelta(hours=1)).astimezone(minus_eleven)).count()
+    assert local == in_utc > 0
 
 
 def test_the_batch_entry_point_runs_as_airflow_will_run_it(lake: Settings) -> None:
