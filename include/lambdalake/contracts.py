@@ -18,12 +18,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
 from lambdalake.settings import PROJECT_ROOT
@@ -33,6 +34,17 @@ _FILE_NAME = re.compile(r"^(?P<event_type>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.j
 _SHARED = {"common"}
 CONSTRAINT_KEYWORDS = ("const", "enum", "minimum", "maximum", "minLength", "maxLength",
                        "pattern", "multipleOf")
+
+
+FORMATS = FormatChecker(formats=())
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_event_time(value: object) -> bool:
+    """UTC with milliseconds, and a real calendar time (no month 13), as Spark parses it."""
+    if isinstance(value, str):
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return True
 
 
 class ContractError(ValueError):
@@ -156,7 +168,8 @@ class ContractRegistry:
     @cached_property
     def _validators(self) -> dict[tuple[str, int], Draft202012Validator]:
         return {
-            key: Draft202012Validator(contract.document, registry=self._registry)
+            key: Draft202012Validator(contract.document, registry=self._registry,
+                                      format_checker=FORMATS)
             for key, contract in self.contracts.items()
         }
 
@@ -176,7 +189,8 @@ class ContractRegistry:
         if version > contract.version:  # forward compatible: read as the newest we know
             document = {**document, "properties": {**document["properties"],
                                                    "schema_version": {"const": version}}}
-            validator = Draft202012Validator(document, registry=self._registry)
+            validator = Draft202012Validator(document, registry=self._registry,
+                                             format_checker=FORMATS)
         else:
             validator = self._validators[(contract.event_type, contract.version)]
         return [

@@ -47,6 +47,7 @@ def test_a_valid_event_passes_and_money_is_exact() -> None:
         ({"event_type": "refund"}, "unknown event type"),
         ({"device": "fridge"}, "is not one of"),
         ({"occurred_at": "2026-11-22 10:00:00"}, "does not match"),
+        ({"occurred_at": "2026-13-01T00:00:00.000Z"}, "is not a 'date-time'"),
         ({"schema_version": 0}, "positive integer"),
     ],
 )

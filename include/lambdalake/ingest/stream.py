@@ -103,8 +103,8 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     app_ids: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        if not app_ids:
-            app_ids.append(f"lambdalake-ingest-{_running_query_id(batch.sparkSession)}")
+        if not app_ids:  # the session that started the query (a batch's own is a clone)
+            app_ids.append(f"lambdalake-ingest-{_running_query_id(spark)}")
         write_micro_batch(classify(batch, contracts, settings.ingest), settings, contracts,
                           app_ids[0], batch_id)
 

@@ -32,25 +32,37 @@ def bronze_columns(contracts: ContractRegistry) -> list[str]:
             "kafka_timestamp", "key", "raw_value", "ingested_at"]
 
 
+def with_provenance(classified: DataFrame) -> DataFrame:
+    """Add where and when each record came from (Kafka time, raw bytes, ingest time)."""
+    from pyspark.sql import functions as F
+
+    return classified.withColumns({
+        "kafka_timestamp": F.col("timestamp"),
+        "raw_value": F.col("value"),
+        "ingested_at": F.current_timestamp(),
+        "ingest_date": F.current_date(),
+    })
+
+
+def bronze_rows(rows: DataFrame, contracts: ContractRegistry) -> DataFrame:
+    return rows.where("quarantine_reason IS NULL").select(*bronze_columns(contracts))
+
+
+def quarantine_rows(rows: DataFrame) -> DataFrame:
+    return rows.where("quarantine_reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
+
+
 def write_micro_batch(
     classified: DataFrame, settings: Settings, contracts: ContractRegistry, app_id: str,
     batch_id: int,
 ) -> None:
     """Append one classified micro-batch to bronze and quarantine, idempotently."""
-    from pyspark.sql import functions as F
-
-    rows = classified.withColumns({
-        "kafka_timestamp": F.col("timestamp"),
-        "raw_value": F.col("value"),
-        "ingested_at": F.current_timestamp(),
-        "ingest_date": F.current_date(),
-    }).persist()
+    rows = with_provenance(classified).persist()
     try:
-        valid = rows.where(F.col("quarantine_reason").isNull()).select(*bronze_columns(contracts))
-        rejected = rows.where(F.col("quarantine_reason").isNotNull()).select(*QUARANTINE_COLUMNS)
-        append_once(valid, settings.table_path(BRONZE_TABLE), "event_date", app_id, batch_id)
-        append_once(rejected, settings.table_path(QUARANTINE_TABLE), "ingest_date", app_id,
-                    batch_id)
+        append_once(bronze_rows(rows, contracts), settings.table_path(BRONZE_TABLE),
+                    "event_date", app_id, batch_id)
+        append_once(quarantine_rows(rows), settings.table_path(QUARANTINE_TABLE),
+                    "ingest_date", app_id, batch_id)
     finally:
         rows.unpersist()
 

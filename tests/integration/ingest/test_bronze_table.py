@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import (
-    BRONZE_TABLE, QUARANTINE_TABLE, append_once, bronze_columns, compact_closed_partitions,
-    read_bronze_interval, write_micro_batch,
+    BRONZE_TABLE, QUARANTINE_TABLE, append_once, bronze_rows, compact_closed_partitions,
+    read_bronze_interval, with_provenance, write_micro_batch,
 )
 from lambdalake.settings import Settings
 
@@ -47,8 +47,8 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     batch = classify(kafka_batch(spark, [page_view("a", on_time), page_view("b", late), b"{"], 0),
                      contracts, lake.ingest)
     # a crash between the two commits: bronze has batch 0, quarantine does not
-    append_once(batch.where("quarantine_reason IS NULL").select(*bronze_columns(contracts)),
-                lake.table_path(BRONZE_TABLE), "event_date", "test-app", 0)
+    append_once(bronze_rows(with_provenance(batch), contracts), lake.table_path(BRONZE_TABLE),
+                "event_date", "test-app", 0)
     for _ in range(2):  # the replay, and one more for good measure
         write_micro_batch(batch, lake, contracts, "test-app", batch_id=0)
     bronze = spark.read.format("delta").load(lake.table_path(BRONZE_TABLE))
