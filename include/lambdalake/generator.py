@@ -216,7 +216,7 @@ def produce_traffic(
     """Send every record of ``generator`` through ``producer`` at the profile's rate."""
     profile = generator.profile
     manifest = Manifest(seed=profile.seed, topic=producer.topic,
-                        profile={k: v for k, v in asdict(profile).items()})
+                        profile=asdict(profile))
     bar = None
     if progress:
         from tqdm import tqdm

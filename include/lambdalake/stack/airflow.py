@@ -87,16 +87,13 @@ class Airflow:
         """Airflow's own secrets: from the environment, else generated for local dev."""
         wanted = {
             "AIRFLOW__CORE__FERNET_KEY": ("airflow-fernet-key", _fernet_key),
-            "AIRFLOW__API__SECRET_KEY": ("airflow-api-secret-key", None),
+            "AIRFLOW__API__SECRET_KEY": ("airflow-api-secret-key", lambda: secrets.token_urlsafe(32)),
             "AIRFLOW__API_AUTH__JWT_SECRET": ("airflow-jwt-secret", _jwt_secret),
         }
-        values = {}
-        for variable, (name, generate) in wanted.items():
-            values[variable] = os.environ.get(variable) or (
-                local_secret(self.settings, name, generate=generate)
-                if generate else local_secret(self.settings, name)
-            )
-        return values
+        return {
+            variable: os.environ.get(variable) or local_secret(self.settings, name, generate=generate)
+            for variable, (name, generate) in wanted.items()
+        }
 
     @property
     def passwords_file(self) -> Path:
