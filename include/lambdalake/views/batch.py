@@ -1,26 +1,39 @@
-"""The batch layer: recompute a view's slice for an event-time interval from bronze.
+"""The batch layer: recompute views for an event-time interval from bronze.
 
 A batch view is a pure function of bronze: the interval's events (however late they
 arrived), one row per ``event_id`` (the first copy that reached Kafka), aggregated with the
-view's one definition. The result replaces the interval's slice of the view's Delta table
-(``replaceWhere``), so a re-run or a backfill replaces rows and never appends. Bronze is
-read at a pinned version, recorded in the slice's lineage with the run id and the time.
+view's one definition. Bronze is read once per run at a pinned version and deduplicated
+once for all views. Each view's rows for [start, end) replace that slice of the view's
+current table (``replaceWhere``), so a re-run or a backfill replaces rows and never
+appends; every row carries its lineage (run id, bronze version, computed-at).
+
+View tables are partitioned by ``window_start``: runs for different intervals write
+disjoint partitions, so parallel backfills never conflict, and none of them touches bronze,
+which the ingest stream appends to. A *full reprocess* builds a new version of a view from
+all of bronze beside the current one; ``switch_to`` then moves readers to it atomically
+(``lambdalake.views.catalog``) and recomputes, in the new version, the slices that
+scheduled runs wrote to the old one in the meantime.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
+from lambdalake.views.catalog import current_version, physical_table, switch_version
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
+WRITE_ATTEMPTS = 5
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class SliceWritten:
     end: datetime
     rows: int
     bronze_version: int
+    view_version: int
     table_version: int
 
 
@@ -57,6 +71,12 @@ def first_copies(events: DataFrame) -> DataFrame:
     return events.withColumn("_copy", F.row_number().over(first)).where("_copy = 1").drop("_copy")
 
 
+def latest_version(spark: SparkSession, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+
+
 def compute_slice(
     spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
     end: datetime, bronze_version: int,
@@ -66,54 +86,165 @@ def compute_slice(
     return aggregate(first_copies(events), view, exact=True)
 
 
-def recompute_slice(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
-    end: datetime, run_id: str,
-) -> SliceWritten:
-    """Replace the view's slice for [start, end) with a fresh computation from bronze."""
-    from delta.tables import DeltaTable
+def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame:
     from pyspark.sql import functions as F
 
-    check_interval(view, start, end)
-    bronze_version = int(
-        DeltaTable.forPath(spark, settings.table_path(BRONZE_TABLE)).history(1)
-        .collect()[0]["version"]
-    )
-    rows = compute_slice(spark, settings, view, start, end, bronze_version).withColumns({
-        "window_date": F.to_date("window_start"),
+    return rows.withColumns({
         "run_id": F.lit(run_id),
         "bronze_version": F.lit(bronze_version).cast("bigint"),
         "computed_at": F.lit(datetime.now(UTC)).cast("timestamp"),
-    }).persist()
+    })
+
+
+def recompute_views(
+    spark: SparkSession, settings: Settings, views: Sequence[ViewDefinition], start: datetime,
+    end: datetime, run_id: str,
+) -> list[SliceWritten]:
+    """Replace every view's slice [start, end) with a fresh computation from bronze."""
+    from pyspark import StorageLevel
+
+    for view in views:
+        check_interval(view, start, end)
+    bronze_version = latest_version(spark, settings.table_path(BRONZE_TABLE))
+    events = first_copies(
+        read_bronze_interval(spark, settings, start, end, version=bronze_version)
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return [
+            write_slice(spark, settings, view, start, end,
+                        with_lineage(aggregate(events, view, exact=True), run_id, bronze_version),
+                        bronze_version)
+            for view in views
+        ]
+    finally:
+        events.unpersist()
+
+
+def write_slice(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
+    end: datetime, rows: DataFrame, bronze_version: int,
+) -> SliceWritten:
+    """Replace [start, end) of the view's current table with ``rows``.
+
+    If a full reprocess switched versions while this write ran, the slice is written again
+    into the version readers now use, so no switch can lose it.
+    """
+    from pyspark import StorageLevel
+
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         count = rows.count()
-        predicate = (f"window_start >= '{_sql_time(start)}' AND "
-                     f"window_start < '{_sql_time(end)}'")
-        (
-            rows.write.format("delta").mode("overwrite")
-            .option("replaceWhere", predicate)
-            .partitionBy("window_date")
-            .save(settings.table_path(view.table))
-        )
+        while True:
+            version = current_version(settings, view.name)
+            path = settings.table_path(physical_table(view.name, version))
+            retry_on_conflict(lambda: replace_interval(rows, path, start, end))
+            if current_version(settings, view.name) == version:
+                return SliceWritten(view.name, start, end, count, bronze_version, version,
+                                    latest_version(spark, path))
     finally:
         rows.unpersist()
-    table_version = int(
-        DeltaTable.forPath(spark, settings.table_path(view.table)).history(1).collect()[0]["version"]
+
+
+def replace_interval(rows: DataFrame, path: str, start: datetime, end: datetime) -> None:
+    """One Delta commit that swaps the table's rows in [start, end) for ``rows``."""
+    (
+        rows.write.format("delta").mode("overwrite")
+        .option("replaceWhere", f"window_start >= '{_sql_time(start)}' AND "
+                                f"window_start < '{_sql_time(end)}'")
+        .partitionBy("window_start")
+        .save(path)
     )
-    return SliceWritten(view.name, start, end, count, bronze_version, table_version)
 
 
-def recompute_interval(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
-    end: datetime, run_id: str,
-) -> Iterator[SliceWritten]:
-    """Recompute every grain-aligned slice of [start, end), oldest first."""
-    check_interval(view, start, end)
-    step = timedelta(seconds=view.grain_seconds)
-    slice_start = start
-    while slice_start < end:
-        yield recompute_slice(spark, settings, view, slice_start, slice_start + step, run_id)
-        slice_start += step
+def retry_on_conflict(write: Callable[[], _T], attempts: int = WRITE_ATTEMPTS) -> _T:
+    """Run a Delta write, again after a concurrent-write conflict.
+
+    Every write here replaces a whole slice with a fresh result, so repeating one after a
+    conflict converges: the last writer's complete slice wins, nothing is doubled.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except Exception as error:  # py4j/pyspark wrap Delta's exception classes
+            if attempt == attempts or not is_write_conflict(error):
+                raise
+    raise AssertionError("unreachable")
+
+
+def is_write_conflict(error: BaseException) -> bool:
+    text = str(error)
+    return "io.delta.exceptions.Concurrent" in text or "DELTA_CONCURRENT" in text
+
+
+def build_version(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, run_id: str,
+) -> SliceWritten:
+    """Full reprocess: recompute all of the view from all of bronze into a new version.
+
+    Readers keep using the current version; the new one becomes visible with
+    ``switch_to`` after it passed its quality gate.
+    """
+    from pyspark.sql import functions as F
+
+    version = current_version(settings, view.name) + 1
+    bronze_path = settings.table_path(BRONZE_TABLE)
+    bronze_version = latest_version(spark, bronze_path)
+    events = spark.read.format("delta").option("versionAsOf", bronze_version).load(bronze_path)
+    rows = with_lineage(aggregate(first_copies(events), view, exact=True), run_id, bronze_version)
+    path = settings.table_path(physical_table(view.name, version))
+    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+        .partitionBy("window_start").save(path)
+    written = spark.read.format("delta").load(path).agg(
+        F.count(F.lit(1)).alias("rows"), F.min("window_start").cast("long").alias("first"),
+        F.max("window_end").cast("long").alias("last"),
+    ).first()
+    assert written is not None
+    return SliceWritten(view.name, _from_epoch(written["first"] or 0),
+                        _from_epoch(written["last"] or 0),
+                        written["rows"], bronze_version, version, latest_version(spark, path))
+
+
+def switch_to(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, version: int, run_id: str,
+) -> list[SliceWritten]:
+    """Move readers to ``version`` atomically, then carry over newer slices of the old one.
+
+    Scheduled runs may have recomputed slices of the old version (from a newer bronze) after
+    the new version read bronze; those slices are recomputed into the new version, so the
+    switch never moves a published interval back to older data.
+    """
+    from pyspark.sql import functions as F
+
+    old = current_version(settings, view.name)
+    if old == version:
+        return []
+    new_path = settings.table_path(physical_table(view.name, version))
+    built_from = spark.read.format("delta").load(new_path).agg(F.min("bronze_version")).first()
+    switch_version(settings, view.name, version, run_id)
+    old_path = settings.table_path(physical_table(view.name, old))
+    if built_from is None or built_from[0] is None or not _exists(spark, old_path):
+        return []
+    newer = (spark.read.format("delta").load(old_path)
+             .where(F.col("bronze_version") > built_from[0])
+             .select(F.col("window_start").cast("long").alias("start")).distinct()
+             .orderBy("start").collect())
+    carried = []
+    for row in newer:
+        start = _from_epoch(row["start"])
+        end = _from_epoch(row["start"] + view.grain_seconds)
+        carried += recompute_views(spark, settings, [view], start, end, run_id)
+    return carried
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def _from_epoch(seconds: int) -> datetime:
+    """Timestamps leave Spark as epoch seconds: its naive datetimes are in local time."""
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _sql_time(moment: datetime) -> str:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from lambdalake.contracts import ContractRegistry
 from lambdalake.settings import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from lambdalake.contracts import ContractRegistry
 
 VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
 _DURATION = re.compile(r"^(?P<amount>\d+)\s*(?P<unit>second|minute|hour|day)s?$")
@@ -94,11 +96,6 @@ class ViewDefinition(BaseModel):
         return duration_seconds(self.lateness)
 
     @property
-    def table(self) -> str:
-        """The batch view's Delta table."""
-        return f"view_{self.name}"
-
-    @property
     def key(self) -> list[str]:
         """What identifies a row: the window and the dimensions."""
         return ["window_start", *self.dimensions]
@@ -136,10 +133,17 @@ class ViewDefinition(BaseModel):
             raise ViewError(f"view {self.name!r}: " + "; ".join(problems))
 
 
+def view_names(directory: Path = VIEWS_DIR) -> list[str]:
+    """The names of the defined views, without loading them (cheap enough for DAG parsing)."""
+    return sorted(path.stem for path in directory.glob("*.yaml"))
+
+
 def load_views(
     directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None
 ) -> dict[str, ViewDefinition]:
     """Every view definition in ``directory``, validated against the event contracts."""
+    from lambdalake.contracts import ContractRegistry
+
     contracts = contracts or ContractRegistry()
     views: dict[str, ViewDefinition] = {}
     for path in sorted(directory.glob("*.yaml")):

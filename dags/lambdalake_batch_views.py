@@ -1,0 +1,124 @@
+"""The batch layer: recompute every view for each interval of event time, gate, publish.
+
+wait_for_bronze → gate_bronze → compute → gate_views → publish. The wait is a sensor in
+reschedule mode (no worker slot held while ingest catches up). Spark steps run as child
+processes (``spark_jobs/``) in the ``spark`` pool, which bounds concurrent Spark jobs.
+``publish`` advances each view's high-water mark and emits the ``lambdalake_batch_views``
+asset event the serving layer listens to. Backfill with Airflow's own command::
+
+    lambdalake airflow backfill create --dag-id lambdalake_batch_views \\
+        --from-date 2026-11-18 --to-date 2026-11-20 --reprocess-behavior completed
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
+
+from lambdalake.settings import get_settings
+from lambdalake.views.definition import view_names
+
+settings = get_settings()
+batch = settings.batch
+BATCH_VIEWS = Asset("lambdalake_batch_views")
+spark_task = partial(task, pool=settings.airflow.spark_pool,
+                     execution_timeout=timedelta(minutes=batch.task_timeout_minutes))
+
+
+@dag(
+    dag_id="lambdalake_batch_views",
+    schedule=DeltaDataIntervalTimetable(timedelta(seconds=batch.interval_seconds)),
+    start_date=datetime.combine(batch.first_day, datetime.min.time(), tzinfo=UTC),
+    catchup=batch.catchup,
+    max_active_runs=batch.max_active_runs,
+    tags=["lambdalake", "batch"],
+    default_args={"retries": batch.retries, "retry_delay": timedelta(seconds=30),
+                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)},
+    params={
+        "start": Param(None, type=["null", "string"], format="date-time",
+                       title="Interval start (UTC)",
+                       description="Override the run's data interval, e.g. 2026-11-20T10:00:00Z."
+                                   " Aligned to the views' grain; give end too."),
+        "end": Param(None, type=["null", "string"], format="date-time",
+                     title="Interval end (UTC, exclusive)",
+                     description="End of the overriding interval."),
+        "views": Param(view_names(), type="array", items={"type": "string",
+                                                          "enum": view_names()},
+                       minItems=1, uniqueItems=True, title="Views",
+                       description="Which views to recompute (default: all)."),
+        "full_reprocess": Param(False, type="boolean", title="Full reprocess",
+                                description="Recompute the chosen views from all of bronze into"
+                                            " new versions, validate, then switch readers."),
+    },
+    doc_md=__doc__,
+)
+def lambdalake_batch_views() -> None:
+    @task
+    def plan(params: dict[str, Any], data_interval_start: datetime | None = None,
+             data_interval_end: datetime | None = None,
+             run_id: str | None = None) -> dict[str, Any]:
+        """Check the trigger form and fix the interval, views and mode of this run."""
+        from lambdalake.orchestration.batch_run import plan_batch_run
+
+        assert run_id is not None
+        return plan_batch_run(params, data_interval_start, data_interval_end, run_id).to_xcom()
+
+    @task.sensor(poke_interval=batch.completeness_poke_seconds, mode="reschedule",
+                 timeout=timedelta(hours=batch.completeness_timeout_hours))
+    def wait_for_bronze(planned: dict[str, Any]) -> PokeReturnValue:
+        """Bronze holds every record that arrived before interval end + lateness."""
+        from lambdalake.ingest.completeness import bronze_completeness
+        from lambdalake.orchestration.batch_run import BatchPlan, completeness_moment
+
+        run = BatchPlan.from_xcom(planned)
+        if run.full_reprocess:
+            return PokeReturnValue(is_done=True)
+        completeness = bronze_completeness(settings, completeness_moment(run))
+        print(completeness.describe())
+        return PokeReturnValue(is_done=completeness.complete)
+
+    @spark_task
+    def gate_bronze(planned: dict[str, Any]) -> None:
+        """Quality gate on the interval's bronze rows (critical failures stop the run)."""
+        from lambdalake.orchestration.batch_run import BatchPlan, gate_bronze
+
+        gate_bronze(BatchPlan.from_xcom(planned))
+
+    @spark_task
+    def compute(planned: dict[str, Any]) -> list[dict[str, Any]]:
+        """Replace the interval's view slices from bronze (or build new versions)."""
+        from lambdalake.orchestration.batch_run import BatchPlan, compute
+
+        return compute(BatchPlan.from_xcom(planned))
+
+    @spark_task
+    def gate_views(planned: dict[str, Any], written: list[dict[str, Any]]) -> None:
+        """Quality gate on exactly what compute wrote."""
+        from lambdalake.orchestration.batch_run import BatchPlan, gate_views
+
+        gate_views(settings, BatchPlan.from_xcom(planned), written)
+
+    @spark_task(outlets=[BATCH_VIEWS])
+    def publish(planned: dict[str, Any], written: list[dict[str, Any]],
+                outlet_events: Any = None) -> dict[str, str]:
+        """Advance the high-water marks (or switch versions) and tell the serving layer."""
+        from lambdalake.orchestration.batch_run import BatchPlan, publish
+
+        run = BatchPlan.from_xcom(planned)
+        marks = publish(settings, run, written)
+        outlet_events[BATCH_VIEWS].extra = {
+            "start": run.start.isoformat(), "end": run.end.isoformat(),
+            "full_reprocess": run.full_reprocess, "high_water_marks": marks,
+        }
+        return marks
+
+    planned = plan()
+    written = compute(planned)
+    wait_for_bronze(planned) >> gate_bronze(planned) >> written
+    gate_views(planned, written) >> publish(planned, written)
+
+
+lambdalake_batch_views()

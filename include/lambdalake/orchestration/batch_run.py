@@ -1,0 +1,171 @@
+"""What one run of the batch DAG does, step by step, as plain functions (the DAG is wiring).
+
+A run covers an event-time interval: its data interval, or the interval given in the
+trigger form. It waits until bronze is complete for the interval, gates bronze, recomputes
+(or, for a full reprocess, builds new versions), gates what it wrote, and publishes: the
+publication log advances the high-water mark, and switched versions become visible. Each
+Spark step runs as a child process (``run_spark_job``) whose ``result`` lines come back here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lambdalake.orchestration.spark_jobs import run_spark_job
+from lambdalake.settings import Settings
+
+RESULT_PREFIX = "result "
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The run's interval, views and mode, checked before anything starts.
+
+    A full reprocess covers all of history, so it has no interval.
+    """
+
+    start: datetime | None
+    end: datetime | None
+    views: list[str]
+    full_reprocess: bool
+    run_id: str
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {**asdict(self), "start": _iso(self.start), "end": _iso(self.end)}
+
+    @classmethod
+    def from_xcom(cls, data: dict[str, Any]) -> BatchPlan:
+        return cls(**{**data, "start": _parse_utc(data["start"]), "end": _parse_utc(data["end"])})
+
+    @property
+    def interval_args(self) -> list[str]:
+        if self.start is None or self.end is None:
+            raise ValueError("a full reprocess has no interval")
+        return ["--start", _iso(self.start), "--end", _iso(self.end)]
+
+
+def plan_batch_run(
+    params: dict[str, Any], data_interval_start: datetime | None,
+    data_interval_end: datetime | None, run_id: str,
+) -> BatchPlan:
+    """The run's plan from its trigger-form params and its data interval.
+
+    Raises ``ValueError`` with a message for the UI when the params do not make sense.
+    """
+    from lambdalake.views.batch import check_interval
+    from lambdalake.views.definition import load_views
+
+    views = load_views()
+    names = list(params.get("views") or sorted(views))
+    unknown = sorted(set(names) - set(views))
+    if unknown:
+        raise ValueError(f"unknown views {unknown}; known: {sorted(views)}")
+    if params.get("full_reprocess"):
+        return BatchPlan(None, None, names, True, run_id)
+    override = (params.get("start"), params.get("end"))
+    if any(override) and not all(override):
+        raise ValueError("give both start and end to override the interval, or neither")
+    if all(override):
+        start, end = _parse_utc(override[0]), _parse_utc(override[1])
+    elif data_interval_start is not None and data_interval_end is not None:
+        start, end = data_interval_start.astimezone(UTC), data_interval_end.astimezone(UTC)
+    else:
+        raise ValueError("this run has no data interval: give start and end")
+    assert start is not None and end is not None
+    for name in names:
+        check_interval(views[name], start, end)
+    return BatchPlan(start, end, names, False, run_id)
+
+
+def completeness_moment(plan: BatchPlan) -> datetime:
+    """Bronze must hold what arrived before the interval's end plus the longest lateness."""
+    from lambdalake.views.definition import load_views
+
+    if plan.end is None:
+        raise ValueError("a full reprocess has no interval to wait for")
+    views = load_views()
+    return plan.end + timedelta(seconds=max(views[n].lateness_seconds for n in plan.views))
+
+
+def gate_bronze(plan: BatchPlan) -> None:
+    """Validate the interval's bronze rows (a full reprocess reads slices gated before)."""
+    if plan.full_reprocess:
+        print("full reprocess: every bronze interval was gated when it was first computed")
+        return
+    run_spark_job("validate", ["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id])
+
+
+def compute(plan: BatchPlan) -> list[dict[str, Any]]:
+    """Recompute the interval's slices, or build new versions for a full reprocess."""
+    action = ["build"] if plan.full_reprocess else ["recompute", *plan.interval_args]
+    lines = run_spark_job(
+        "batch_views", [*action, "--views", ",".join(plan.views), "--run-id", plan.run_id])
+    return parse_results(lines)
+
+
+def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> None:
+    """Validate what ``compute`` wrote: the interval's slices, or each built version whole."""
+    from lambdalake.views.catalog import physical_table
+
+    if not plan.full_reprocess:
+        run_spark_job("validate", ["--layer", "batch", "--views", ",".join(plan.views),
+                                   *plan.interval_args, "--run-id", plan.run_id])
+        return
+    for built in written:
+        path = settings.table_path(physical_table(built["view"], built["view_version"]))
+        run_spark_job("validate", [
+            "--layer", "batch", "--views", built["view"], "--table-path", path,
+            "--start", _iso_text(built["start"]), "--end", _iso_text(built["end"]),
+            "--run-id", plan.run_id])
+
+
+def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> dict[str, str]:
+    """Make the gated results visible; return each view's high-water mark (ISO time).
+
+    A recompute publishes its interval (the mark may advance); a full reprocess switches
+    readers to the new versions and leaves the publication log as it is.
+    """
+    from lambdalake.views.publication import Publication, high_water_mark
+    from lambdalake.views.publication import publish as record
+
+    if plan.full_reprocess:
+        for w in written:
+            run_spark_job("batch_views", ["switch", "--views", w["view"], "--version",
+                                          str(w["view_version"]), "--run-id", plan.run_id])
+    else:
+        assert plan.start is not None and plan.end is not None
+        record(settings, [
+            Publication(w["view"], plan.start, plan.end, w["view_version"],
+                        w["bronze_version"], plan.run_id)
+            for w in written
+        ])
+    return {name: high_water_mark(settings, name).isoformat() for name in plan.views}
+
+
+def parse_results(lines: list[str]) -> list[dict[str, Any]]:
+    """The ``result {json}`` lines a Spark entry point printed."""
+    return [json.loads(line[len(RESULT_PREFIX):]) for line in lines
+            if line.startswith(RESULT_PREFIX)]
+
+
+def _parse_utc(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone; write it like 2026-11-20T10:00:00Z")
+    return moment.astimezone(UTC)
+
+
+def _iso_text(text: str) -> str:
+    """A time as a Spark job printed it, in the form the entry points take."""
+    moment = _parse_utc(text)
+    assert moment is not None
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,484 @@
+"""Quality gates: run a suite against a Spark DataFrame where it lives, and decide.
+
+A gate validates one slice (bronze, or one view) for an event-time interval [start, end)
+with Great Expectations' Spark engine: the DataFrame is the batch parameter of a
+whole-dataframe batch definition of an in-memory GX context, so metrics are Spark
+aggregations on the cluster and only numbers (and a few sample values of failures) reach
+the driver.
+
+The gate never passes silently. It fails (``success=False``) when a critical expectation
+fails, and also when validation did not really run: GX or Spark raised, the slice could
+not be read, no expectation was evaluated, an expectation of the suite has no result, or
+any expectation (whatever its severity) reports a raised exception (a missing column, a
+bad query). Warnings are recorded and do not block.
+
+Cost. GX computes metrics as Spark jobs: one aggregation per metric domain (every
+column-map expectation without a row condition shares one), plus the row count and a job
+or two per uniqueness check. The suites keep it at that: a rule that would need a row
+condition or a SQL query (a new domain, more jobs) is a derived column instead (the
+suite's ``derived_columns``, added here before validation) checked by a column-map
+expectation. The slice is then cached: it is read and computed once
+(``count()`` also gives ``rows``) and every metric job scans memory. A slice of up to
+``SINGLE_PARTITION_ROWS`` rows is then validated as one partition, so a global aggregation
+needs no shuffle: one Spark job instead of two (adaptive execution runs each shuffle stage
+as a job of its own), about half the jobs on a 2-core machine. Validation runs
+in two passes: the first with ``BOOLEAN_ONLY`` results, which computes only the counts a
+verdict needs; only if something failed, a second pass over the failing expectations
+collects observed values and a few sample unexpected values (``BASIC``, or ``COMPLETE``
+for a SQL check, whose rows are the samples). A passing gate never pays for samples.
+
+>>> result = validate_view_slice(spark, settings, view, path, start, end)   # doctest: +SKIP
+>>> enforce(result)                     # raises GateFailed listing what failed   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import great_expectations as gx  # the package's __init__ silenced GX analytics first
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
+from lambdalake.quality.suites import (
+    CRITICAL,
+    bronze_suite,
+    check_name,
+    derived_columns,
+    interval_parameters,
+    view_suite,
+)
+from lambdalake.settings import Settings
+from lambdalake.views.definition import ViewDefinition
+
+if TYPE_CHECKING:
+    from great_expectations.core import ExpectationSuiteValidationResult
+    from great_expectations.core.batch_definition import BatchDefinition
+    from great_expectations.core.expectation_validation_result import (
+        ExpectationValidationResult,
+    )
+    from pyspark.sql import DataFrame, SparkSession
+
+SAMPLE_SIZE = 5
+"""Sample unexpected values (or rows) kept per failing expectation."""
+SINGLE_PARTITION_ROWS = 2_000_000
+"""Slices up to this many rows are validated as one partition (see ``run_suite``)."""
+_FIRST_PASS = "BOOLEAN_ONLY"
+_SQL_CHECK = "unexpected_rows_expectation"
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """One expectation that failed (or could not be evaluated)."""
+
+    check: str                      # stable name from the suite, e.g. "not_null:page"
+    expectation: str                # GX expectation type
+    column: str | None              # the column, or "a,b" for several
+    severity: str                   # "critical" | "warning"
+    rule: str = ""                  # why the expectation exists
+    observed: Any = None            # GX's observed value, if any
+    unexpected_count: int | None = None
+    samples: list[Any] = field(default_factory=list)  # a few unexpected values or rows
+    error: str | None = None        # set when the expectation raised instead of evaluating
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"{self.check}: did not evaluate: {self.error}"
+        parts = []
+        if self.unexpected_count is not None:
+            parts.append(f"{self.unexpected_count} unexpected")
+        elif self.observed is not None:
+            parts.append(f"observed {self.observed}")
+        if self.samples:
+            parts.append(f"e.g. {self.samples}")
+        detail = ", ".join(parts) or "failed"
+        return f"{self.check} ({self.expectation}): {detail} [{self.rule}]"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of one gate on one slice."""
+
+    layer: str                      # "bronze" | "batch"
+    subject: str                    # "bronze_events" or the view name
+    start: datetime
+    end: datetime
+    success: bool                   # False iff a critical failure, or validation did not run
+    critical_failures: list[ExpectationOutcome]
+    warnings: list[ExpectationOutcome]
+    evaluated: int                  # expectations evaluated
+    rows: int                       # rows in the slice
+    seconds: float = 0.0            # wall time of the gate
+
+    @property
+    def interval(self) -> str:
+        return f"[{self.start:%Y-%m-%d %H:%M}, {self.end:%Y-%m-%d %H:%M})"
+
+    def summary(self) -> str:
+        """One line: ``gate bronze [..): passed, 26 expectations, 0 warnings, ...``."""
+        name = "bronze" if self.layer == "bronze" else f"{self.layer} {self.subject}"
+        verdict = ("passed" if self.success
+                   else f"FAILED, {len(self.critical_failures)} critical failures")
+        return (f"gate {name} {self.interval}: {verdict}, {self.evaluated} expectations, "
+                f"{len(self.warnings)} warnings, {self.rows} rows, {self.seconds:.1f} s")
+
+    def report(self) -> str:
+        """The summary, then one indented line per critical failure and per warning."""
+        lines = [self.summary()]
+        lines += [f"  critical {o.describe()}" for o in self.critical_failures]
+        lines += [f"  warning {o.describe()}" for o in self.warnings]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        def outcome(o: ExpectationOutcome) -> dict[str, Any]:
+            return {"check": o.check, "expectation": o.expectation, "column": o.column,
+                    "severity": o.severity, "rule": o.rule, "observed": _plain(o.observed),
+                    "unexpected_count": o.unexpected_count, "samples": _plain(o.samples),
+                    "error": o.error}
+
+        return {
+            "layer": self.layer, "subject": self.subject, "start": self.start.isoformat(),
+            "end": self.end.isoformat(), "success": self.success,
+            "critical_failures": [outcome(o) for o in self.critical_failures],
+            "warnings": [outcome(o) for o in self.warnings],
+            "evaluated": self.evaluated, "rows": self.rows, "seconds": round(self.seconds, 3),
+        }
+
+
+class GateFailed(RuntimeError):
+    """A gate did not pass; ``result`` is its ``GateResult``, the message lists failures."""
+
+    def __init__(self, result: GateResult) -> None:
+        super().__init__(result.report())
+        self.result = result
+
+
+def enforce(result: GateResult) -> None:
+    """Raise ``GateFailed`` unless the gate passed."""
+    if not result.success:
+        raise GateFailed(result)
+
+
+# --- the gates ------------------------------------------------------------------------------
+
+
+def validate_bronze_slice(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime, *,
+    version: int | None = None, require_rows: bool = False,
+    contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
+) -> GateResult:
+    """Validate bronze's events in [start, end) (at table ``version``, default latest).
+
+    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate).
+    """
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = read_bronze_interval(spark, settings, start, end, version=version)
+    except Exception as error:
+        return _did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
+    return validate_bronze_frame(frame, start, end, require_rows=require_rows,
+                                 contracts=contracts, views=views, began=began)
+
+
+def validate_bronze_frame(
+    frame: DataFrame, start: datetime, end: datetime, *, require_rows: bool = False,
+    contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
+    began: float | None = None,
+) -> GateResult:
+    """Validate a DataFrame of bronze rows as the slice [start, end)."""
+    suite = bronze_suite(contracts, views, require_rows=require_rows)
+    return run_suite(frame, suite, layer="bronze", subject=BRONZE_TABLE, start=start, end=end,
+                     began=began)
+
+
+def validate_view_slice(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
+    start: datetime, end: datetime, *, require_rows: bool | None = None,
+    bronze_version: int | None = None, contracts: ContractRegistry | None = None,
+) -> GateResult:
+    """Validate the rows of ``view``'s table at ``table_path`` whose window starts in [start, end).
+
+    ``require_rows``: must the slice have rows? Default (None): yes if bronze (at
+    ``bronze_version``, default latest) has events of the view's types in [start, end). So
+    an empty slice fails the gate when there was something to aggregate, and is only a
+    warning for a dead interval. Callers that know the answer pass it and save a bronze read.
+    """
+    from pyspark.sql import functions as F
+
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = (spark.read.format("delta").load(table_path)
+                 .where((F.col("window_start") >= F.lit(start))
+                        & (F.col("window_start") < F.lit(end))))
+        if require_rows is None:
+            require_rows = bronze_has_events(spark, settings, view, start, end, bronze_version)
+    except Exception as error:
+        return _did_not_run("batch", view.name, start, end, error, began)
+    return validate_view_frame(frame, view, start, end, require_rows=require_rows,
+                               contracts=contracts, began=began)
+
+
+def validate_view_frame(
+    frame: DataFrame, view: ViewDefinition, start: datetime, end: datetime, *,
+    require_rows: bool = True, contracts: ContractRegistry | None = None,
+    began: float | None = None,
+) -> GateResult:
+    """Validate a DataFrame of ``view`` rows as its slice [start, end)."""
+    suite = view_suite(view, contracts, require_rows=require_rows)
+    return run_suite(frame, suite, layer="batch", subject=view.name, start=start, end=end,
+                     began=began)
+
+
+def bronze_has_events(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
+    end: datetime, version: int | None = None,
+) -> bool:
+    """Whether bronze has an event the view reads in [start, end) (stops at the first)."""
+    from pyspark.sql import functions as F
+
+    events = read_bronze_interval(spark, settings, start, end, version=version)
+    return bool(events.where(F.col("event_type").isin(view.event_types)).limit(1).count())
+
+
+# --- running a suite ------------------------------------------------------------------------
+
+
+def run_suite(
+    frame: DataFrame, suite: gx.ExpectationSuite, *, layer: str, subject: str,
+    start: datetime, end: datetime, sample_size: int = SAMPLE_SIZE, began: float | None = None,
+) -> GateResult:
+    """Validate ``frame`` with ``suite`` for the slice [start, end); never raises."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    began = time.monotonic() if began is None else began
+    cached = None
+    try:
+        derived = derived_columns(suite)
+        if derived:
+            frame = frame.withColumns({name: F.expr(sql) for name, sql in derived.items()})
+        cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        rows = cached.count()
+        # one partition: GX's aggregations then need no shuffle (one Spark job, not two)
+        validated = cached.coalesce(1) if rows <= SINGLE_PARTITION_ROWS else cached
+        batch_definition = _batch_definition()
+        parameters = interval_parameters(start, end)
+        validation = _validate(batch_definition, validated, suite, _FIRST_PASS, parameters)
+        critical, warnings, evaluated = interpret(suite, validation)
+        failing = [o.check for o in [*critical, *warnings] if o.error is None]
+        if failing:
+            details = _details(batch_definition, validated, suite, failing, parameters,
+                               sample_size)
+            critical = [_with_details(o, details, sample_size) for o in critical]
+            warnings = [_with_details(o, details, sample_size) for o in warnings]
+    except Exception as error:
+        return _did_not_run(layer, subject, start, end, error, began)
+    finally:
+        if cached is not None:
+            try:
+                cached.unpersist()
+            except Exception:  # a dead session must not hide the verdict
+                pass
+    return GateResult(layer, subject, start, end, success=not critical,
+                      critical_failures=critical, warnings=warnings, evaluated=evaluated,
+                      rows=rows, seconds=time.monotonic() - began)
+
+
+def interpret(
+    suite: gx.ExpectationSuite, validation: ExpectationSuiteValidationResult
+) -> tuple[list[ExpectationOutcome], list[ExpectationOutcome], int]:
+    """Critical failures, warnings and the evaluated count of a GX validation result.
+
+    An expectation that raised is a critical failure whatever its severity (the gate could
+    not check it); so is an expectation of the suite without a result, and so is a
+    validation that evaluated nothing.
+    """
+    evaluated = int((validation.statistics or {}).get("evaluated_expectations") or 0)
+    critical: list[ExpectationOutcome] = []
+    warnings: list[ExpectationOutcome] = []
+    expected = {check_name(e): e for e in suite.expectations}
+    seen: set[str] = set()
+    for result in validation.results:
+        config = result.expectation_config
+        check = str((config.meta or {}).get("check", config.type)) if config else "(unknown)"
+        seen.add(check)
+        error = raised_exception(result.exception_info)
+        if error is None and result.success:
+            continue
+        outcome = _outcome(result, check, error)
+        if error is not None or outcome.severity == CRITICAL.value:
+            critical.append(outcome)
+        else:
+            warnings.append(outcome)
+    for check in sorted(set(expected) - seen):
+        critical.append(_outcome_of(expected[check], error="no result: not evaluated"))
+    if evaluated == 0 or not validation.results:
+        critical.append(ExpectationOutcome(
+            "validation", "(gate)", None, CRITICAL.value,
+            "a gate must evaluate its suite", error="no expectation was evaluated"))
+    return critical, warnings, evaluated
+
+
+def raised_exception(exception_info: Any) -> str | None:
+    """The message if GX reports a raised exception (flat, or per metric), else None."""
+    if not exception_info:
+        return None
+    if not isinstance(exception_info, Mapping):
+        return str(exception_info)
+    if "raised_exception" in exception_info:
+        if not exception_info.get("raised_exception"):
+            return None
+        return str(exception_info.get("exception_message") or "exception raised")
+    messages = [
+        str(info.get("exception_message") or "exception raised")
+        for info in exception_info.values()
+        if isinstance(info, Mapping) and info.get("raised_exception", True)
+    ]
+    return "; ".join(dict.fromkeys(messages)) or None
+
+
+def _batch_definition() -> BatchDefinition:
+    """A whole-dataframe batch definition of a fresh in-memory GX context (no disk, no
+    network, no progress bars; GX reuses the active SparkSession and does not cache)."""
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    context = gx.get_context(mode="ephemeral", project_config=DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+    ))
+    source = context.data_sources.add_spark(name="lambdalake", persist=False)
+    asset = source.add_dataframe_asset(name="slice")
+    return asset.add_batch_definition_whole_dataframe("whole slice")
+
+
+def _validate(
+    batch_definition: BatchDefinition, frame: DataFrame, suite: gx.ExpectationSuite,
+    result_format: str | dict, parameters: dict[str, Any],
+) -> ExpectationSuiteValidationResult:
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
+    return batch.validate(suite, result_format=result_format, expectation_parameters=parameters)
+
+
+def _details(
+    batch_definition: BatchDefinition, frame: DataFrame, suite: gx.ExpectationSuite,
+    checks: list[str], parameters: dict[str, Any], sample_size: int,
+) -> dict[str, ExpectationValidationResult]:
+    """Second pass over the failing expectations only: observed values and samples."""
+    wanted = [e for e in suite.expectations if check_name(e) in checks]
+    groups = [
+        ([e for e in wanted if e.expectation_type != _SQL_CHECK],
+         {"result_format": "BASIC", "partial_unexpected_count": sample_size}),
+        ([e for e in wanted if e.expectation_type == _SQL_CHECK], "COMPLETE"),
+    ]
+    details: dict[str, ExpectationValidationResult] = {}
+    for expectations, result_format in groups:
+        if not expectations:
+            continue
+        subset = gx.ExpectationSuite(name=f"{suite.name}-details",
+                                     expectations=[e.configuration for e in expectations])
+        try:
+            validation = _validate(batch_definition, frame, subset, result_format, parameters)
+        except Exception:  # the verdict stands; only the samples are lost
+            continue
+        for result in validation.results:
+            config = result.expectation_config
+            if config is not None:
+                details[str((config.meta or {}).get("check"))] = result
+    return details
+
+
+def _outcome(result: ExpectationValidationResult, check: str, error: str | None
+             ) -> ExpectationOutcome:
+    config = result.expectation_config
+    kwargs = dict(config.kwargs) if config else {}
+    meta = (config.meta or {}) if config else {}
+    severity = getattr(config, "severity", None) or CRITICAL
+    return ExpectationOutcome(
+        check=check, expectation=config.type if config else "(unknown)",
+        column=meta.get("column") or _column(kwargs),
+        severity=getattr(severity, "value", str(severity)),
+        rule=str(meta.get("rule", "")), error=error,
+    )
+
+
+def _outcome_of(expectation: Any, error: str) -> ExpectationOutcome:
+    meta = expectation.meta or {}
+    return ExpectationOutcome(
+        check=check_name(expectation), expectation=expectation.expectation_type,
+        column=meta.get("column") or _column(expectation.configuration.kwargs),
+        severity=CRITICAL.value, rule=str(meta.get("rule", "")), error=error,
+    )
+
+
+def _with_details(outcome: ExpectationOutcome, details: dict[str, Any], sample_size: int
+                  ) -> ExpectationOutcome:
+    result = details.get(outcome.check)
+    if result is None or outcome.error is not None:
+        return outcome
+    values = dict(result.result or {})
+    samples: list[Any] = list(values.get("partial_unexpected_list") or [])
+    detail = values.get("details") or {}
+    if not samples and isinstance(detail, Mapping):
+        if "unexpected_rows" in detail:
+            samples = list(detail["unexpected_rows"])
+        elif "mismatched" in detail:
+            samples = list((detail["mismatched"] or {}).get("missing") or [])
+    count = values.get("unexpected_count")
+    return ExpectationOutcome(
+        check=outcome.check, expectation=outcome.expectation, column=outcome.column,
+        severity=outcome.severity, rule=outcome.rule, observed=_plain(values.get("observed_value")),
+        unexpected_count=None if count is None else int(count),
+        samples=_plain(samples[:sample_size]), error=outcome.error,
+    )
+
+
+def _column(kwargs: Mapping[str, Any]) -> str | None:
+    if kwargs.get("column"):
+        return str(kwargs["column"])
+    if kwargs.get("column_list"):
+        return ",".join(map(str, kwargs["column_list"]))
+    return None
+
+
+def _did_not_run(layer: str, subject: str, start: datetime, end: datetime,
+                 error: BaseException, began: float) -> GateResult:
+    message = "".join(traceback.format_exception_only(type(error), error)).strip()
+    outcome = ExpectationOutcome("validation", "(gate)", None, CRITICAL.value,
+                                 "a gate must evaluate its suite",
+                                 error=f"validation did not run: {message[:2000]}")
+    return GateResult(layer, subject, start, end, success=False, critical_failures=[outcome],
+                      warnings=[], evaluated=0, rows=0, seconds=time.monotonic() - began)
+
+
+def _check_interval(start: datetime, end: datetime) -> None:
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("interval bounds must be timezone-aware (UTC)")
+    if end <= start:
+        raise ValueError(f"empty interval [{start}, {end})")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: timestamps as ISO strings, decimals as strings, rows as dicts."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "asDict"):
+        return _plain(value.asDict())
+    return value

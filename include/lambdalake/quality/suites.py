@@ -1,0 +1,361 @@
+"""Expectation suites as code, generated from the event contracts and the view definitions.
+
+Nothing here is written per view or per event type: a new view, a new event type or a new
+constraint in a contract changes the suites by itself. Two suites exist:
+
+``bronze_suite`` (one slice of ``bronze_events``, rows whose event time is in [start, end)):
+    the columns readers rely on exist; every field a contract requires is not null (for the
+    event types that require it); Kafka coordinates (topic, partition, offset) are unique;
+    ``event_type`` is a known type; ``occurred_at`` is in [start, end); enums (currency,
+    device) hold their contract's values; numbers stay within the contract's minimum and
+    maximum (amounts and quantities are non-negative).
+
+``view_suite`` (one slice of a batch view, rows whose ``window_start`` is in [start, end)):
+    the view's columns exist; the key (``window_start`` + dimensions) is not null where the
+    contracts make it so, and unique; ``window_start`` is in [start, end), aligned to the
+    grain, and ``window_end = window_start + grain``; counts and distinct counts are not null
+    and non-negative, sums of fields with a non-negative minimum are at least that minimum,
+    minima and maxima stay within the contract's bounds; enum dimensions hold their
+    contract's values.
+
+Severity is GX's own ``severity`` field on each expectation. The rule:
+
+* **critical** (blocks the DAG): anything that would make a view wrong or unreadable: the
+  structure, the key, the interval, and every value constraint on a column that some view
+  reads (its event time, dimensions and measured columns) or that the batch layer relies
+  on (event id and type, Kafka coordinates).
+* **warning** (recorded, does not block): constraints on bronze columns no view reads yet
+  (``device``, ``schema_version``), a view's lineage columns, and "the slice is not empty"
+  when an empty slice is legitimate (a dead hour in bronze; a view hour with no events).
+
+A dimension is checked for nulls only if every event type the view reads requires it (then
+a null is a bug); a dimension that some of those types lack is null for their events by
+design, so it gets no null check.
+
+Each expectation's ``meta`` holds ``check`` (a stable name, e.g. ``not_null:page``, used in
+reports and history) and ``rule`` (why it exists, in words). The interval is not baked into
+the suites: expectations refer to the suite parameters ``interval_start`` and
+``interval_end`` (``interval_parameters(start, end)``), so one suite validates any slice.
+
+Two rules are checked on *derived columns*, Spark SQL expressions listed in the suite's
+``meta["derived_columns"]`` that the gate adds to the slice before validating: "a field
+that only some event types require is present on their rows" (``_missing_<field>``: the
+type and id of each event without it, expected null) and "the window is one grain long and
+aligned" (``_window``: each wrong window, expected null). A row condition or a SQL check
+would be a metric domain of its own, i.e. more Spark jobs; a derived column is checked in
+the same single aggregation as every other column-map expectation, and its unexpected
+values name the offending events or windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import great_expectations as gx  # the package's __init__ silenced GX analytics first
+from great_expectations.expectations.expectation import Expectation
+from great_expectations.expectations.metadata_types import FailureSeverity
+
+from lambdalake.contracts import ContractRegistry, FieldRule
+from lambdalake.lake.bronze import BRONZE_TABLE, bronze_columns
+from lambdalake.views.batch import LINEAGE_COLUMNS
+from lambdalake.views.definition import Measure, ViewDefinition, load_views
+
+CRITICAL = FailureSeverity.CRITICAL
+WARNING = FailureSeverity.WARNING
+
+INTERVAL_START = "interval_start"
+INTERVAL_END = "interval_end"
+
+BATCH_KEY = ("event_id", "event_type", "occurred_at")
+"""What the batch layer itself reads from every bronze row (dedup, filter, window)."""
+KAFKA_COORDINATES = ("topic", "partition", "offset")
+PROVENANCE = ("event_date", "topic", "partition", "offset", "kafka_timestamp", "ingested_at")
+
+BRONZE_SUITE = BRONZE_TABLE
+DERIVED_COLUMNS = "derived_columns"
+"""Suite ``meta`` key: {column: Spark SQL expression}, added to the slice by the gate."""
+
+
+def interval_parameters(start: datetime, end: datetime) -> dict[str, datetime]:
+    """The suite parameters of a slice [start, end)."""
+    return {INTERVAL_START: start, INTERVAL_END: end}
+
+
+def view_suite_name(view: ViewDefinition) -> str:
+    return f"view_{view.name}"
+
+
+def check_name(expectation: Expectation) -> str:
+    """The stable name of an expectation of these suites (``meta['check']``)."""
+    return str((expectation.meta or {}).get("check", expectation.expectation_type))
+
+
+def derived_columns(suite: gx.ExpectationSuite) -> dict[str, str]:
+    """Columns (name: Spark SQL expression) the gate adds to a slice before validating it."""
+    return dict((suite.meta or {}).get(DERIVED_COLUMNS) or {})
+
+
+def _expect(
+    kind: type[Expectation], check: str, rule: str, severity: FailureSeverity, *,
+    about: str | None = None, **kwargs: Any,
+) -> Expectation:
+    """An expectation with its severity and, in ``meta``, its check name, rule and (for a
+    derived column) the column it is ``about``."""
+    meta = {"check": check, "rule": rule, **({"column": about} if about else {})}
+    return kind(severity=severity, meta=meta, **kwargs)
+
+
+def _number(value: Any) -> int | float:
+    """A contract bound (exact ``Decimal`` from the JSON file) as a plain JSON number."""
+    value = Decimal(str(value))
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _loosest_bounds(rules: list[FieldRule]) -> tuple[int | float | None, int | float | None]:
+    """The bounds every one of ``rules`` satisfies (None: some rule has no such bound)."""
+    if not rules:
+        return None, None
+    minima = [r.constraints.get("minimum") for r in rules]
+    maxima = [r.constraints.get("maximum") for r in rules]
+    lower = None if any(m is None for m in minima) else _number(min(map(Decimal, map(str, minima))))
+    upper = None if any(m is None for m in maxima) else _number(max(map(Decimal, map(str, maxima))))
+    return lower, upper
+
+
+def _enum_values(rules: list[FieldRule]) -> list[Any] | None:
+    """Every value the enums of ``rules`` allow (None: some rule has no enum)."""
+    if not rules or any("enum" not in r.constraints for r in rules):
+        return None
+    return sorted({value for r in rules for value in r.constraints["enum"]})
+
+
+def _rules(contracts: ContractRegistry, event_types: Iterable[str], name: str) -> list[FieldRule]:
+    """The rules of field ``name`` in the newest contract of each type that has it."""
+    found = (contracts.latest(t).fields.get(name) for t in event_types)
+    return [rule for rule in found if rule is not None]
+
+
+def _suite(
+    name: str, expectations: list[Expectation], derived: dict[str, str] | None = None
+) -> gx.ExpectationSuite:
+    """A suite of exactly ``expectations`` (GX logs and drops invalid ones; we refuse)."""
+    checks = [check_name(e) for e in expectations]
+    duplicates = sorted({c for c in checks if checks.count(c) > 1})
+    if duplicates:
+        raise ValueError(f"suite {name}: duplicate checks {duplicates}")
+    suite = gx.ExpectationSuite(name=name, expectations=expectations,
+                                meta={DERIVED_COLUMNS: dict(derived or {})})
+    if len(suite.expectations) != len(expectations):
+        raise ValueError(f"suite {name}: GX refused {len(expectations) - len(suite.expectations)}"
+                         " expectations")
+    return suite
+
+
+def _not_empty(subject: str, require_rows: bool) -> Expectation:
+    if require_rows:
+        rule = f"the {subject} slice has rows (it must, for this interval)"
+    else:
+        rule = f"the {subject} slice has rows (an empty one is legitimate: recorded only)"
+    return _expect(gx.expectations.ExpectTableRowCountToBeBetween, "not_empty", rule,
+                   CRITICAL if require_rows else WARNING, min_value=1)
+
+
+def columns_read_by_views(views: Iterable[ViewDefinition]) -> set[str]:
+    """Bronze columns some view reads: event time, dimensions, measured columns."""
+    columns: set[str] = set()
+    for view in views:
+        columns |= {view.event_time, *view.dimensions}
+        columns |= {m.column for m in view.measures if m.column}
+    return columns
+
+
+def bronze_suite(
+    contracts: ContractRegistry | None = None,
+    views: dict[str, ViewDefinition] | None = None,
+    *,
+    require_rows: bool = False,
+) -> gx.ExpectationSuite:
+    """The suite of a bronze slice (see the module docstring); ``views`` set severities."""
+    contracts = contracts or ContractRegistry()
+    views = load_views(contracts=contracts) if views is None else views
+    critical_columns = {*BATCH_KEY, *KAFKA_COORDINATES} | columns_read_by_views(views.values())
+
+    def severity(column: str) -> FailureSeverity:
+        return CRITICAL if column in critical_columns else WARNING
+
+    types = contracts.event_types
+    fields = contracts.all_fields()
+    required_anywhere = {
+        name for name in fields if any(r.required for r in _rules(contracts, types, name))
+    }
+    expected_columns = [c for c in bronze_columns(contracts)
+                        if c not in fields or c in required_anywhere]
+    for column in PROVENANCE:
+        if column not in expected_columns:
+            expected_columns.append(column)
+
+    expectations: list[Expectation] = []
+    derived: dict[str, str] = {}
+    add = expectations.append
+    add(_not_empty("bronze", require_rows))
+    add(_expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+                "bronze has every column a contract requires and its provenance columns",
+                CRITICAL, column_set=expected_columns, exact_match=False))
+    for column in KAFKA_COORDINATES:
+        add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                    "every bronze row has its Kafka coordinates", CRITICAL, column=column))
+    add(_expect(gx.expectations.ExpectCompoundColumnsToBeUnique,
+                "unique:" + ",".join(KAFKA_COORDINATES),
+                "a Kafka record lands in bronze exactly once (idempotent micro-batches)",
+                CRITICAL, column_list=list(KAFKA_COORDINATES)))
+    for name in fields:
+        requiring = [t for t in types
+                     if any(r.required for r in _rules(contracts, [t], name))]
+        if not requiring:
+            continue
+        if len(requiring) == len(types):
+            add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{name}",
+                        f"every contract requires {name}", severity(name), column=name))
+        else:  # a derived column, not a row condition: one aggregation for every check
+            missing = f"_missing_{name}"
+            derived[missing] = missing_field(name, requiring)
+            add(_expect(gx.expectations.ExpectColumnValuesToBeNull,
+                        f"not_null:{name}[{','.join(requiring)}]",
+                        f"the {', '.join(requiring)} contracts require {name} "
+                        f"({missing} names each event without it)",
+                        severity(name), about=name, column=missing))
+    add(_expect(gx.expectations.ExpectColumnValuesToBeInSet, "in_set:event_type",
+                "event_type is a type with a contract", CRITICAL,
+                column="event_type", value_set=types))
+    add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, "in_interval:occurred_at",
+                "the slice holds events whose event time is in [start, end)", CRITICAL,
+                column="occurred_at", min_value={"$PARAMETER": INTERVAL_START},
+                max_value={"$PARAMETER": INTERVAL_END}, strict_max=True))
+    for name in fields:
+        if name == "event_type":
+            continue
+        rules = _rules(contracts, types, name)
+        allowed = _enum_values(rules)
+        if allowed is not None:
+            add(_expect(gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{name}",
+                        f"{name} is one of the contract's values", severity(name),
+                        column=name, value_set=allowed))
+        if rules and all(r.json_type in ("integer", "number") for r in rules):
+            lower, upper = _loosest_bounds(rules)
+            if lower is not None or upper is not None:
+                add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, f"range:{name}",
+                            f"{name} is within the contract's bounds [{lower}, {upper}]",
+                            severity(name), column=name, min_value=lower, max_value=upper))
+    return _suite(BRONZE_SUITE, expectations, derived)
+
+
+def _dimension_required(contracts: ContractRegistry, view: ViewDefinition, name: str) -> bool:
+    """Whether every event type the view reads requires dimension ``name`` (so null is a bug)."""
+    rules = [contracts.latest(t).fields.get(name) for t in view.event_types]
+    return all(rule is not None and rule.required for rule in rules)
+
+
+def _measure_bounds(
+    contracts: ContractRegistry, view: ViewDefinition, measure: Measure
+) -> tuple[int | float | None, int | float | None]:
+    """Bounds every value of the measure satisfies, derived from the contracts."""
+    if measure.kind in ("count", "distinct_count"):
+        return 0, None
+    assert measure.column is not None
+    lower, upper = _loosest_bounds(
+        _rules(contracts, measure.event_types or view.event_types, measure.column)
+    )
+    if measure.kind == "sum":  # a sum of values >= m >= 0 is >= m; no upper bound
+        return (lower if lower is not None and lower >= 0 else None), None
+    return lower, upper  # a minimum or maximum is one of the values
+
+
+def missing_field(name: str, event_types: list[str]) -> str:
+    """SQL: the event (type and id) if it is of ``event_types`` and lacks ``name``, else null."""
+    types = ", ".join(f"'{t}'" for t in event_types)
+    return (f"CASE WHEN event_type IN ({types}) AND `{name}` IS NULL "
+            "THEN concat(event_type, ' ', coalesce(event_id, '(no event_id)')) END")
+
+
+def wrong_window(view: ViewDefinition) -> str:
+    """SQL: 'start .. end' if the window is not [start, start + grain) aligned to the grain,
+    else null."""
+    grain = view.grain_seconds
+    return (f"CASE WHEN NOT (window_end <=> window_start + INTERVAL {grain} SECONDS) "
+            f"OR unix_timestamp(window_start) % {grain} != 0 "
+            "THEN concat(coalesce(cast(window_start AS STRING), 'null'), ' .. ', "
+            "coalesce(cast(window_end AS STRING), 'null')) END")
+
+
+def view_suite(
+    view: ViewDefinition,
+    contracts: ContractRegistry | None = None,
+    *,
+    require_rows: bool = True,
+) -> gx.ExpectationSuite:
+    """The suite of one slice of ``view``'s batch table (see the module docstring)."""
+    contracts = contracts or ContractRegistry()
+    view.check_against(contracts)
+    measures = [m.name for m in view.measures]
+    expectations: list[Expectation] = []
+    add = expectations.append
+    add(_not_empty(f"{view.name} view", require_rows))
+    add(_expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+                "the view has its window, dimensions, measures and lineage columns", CRITICAL,
+                column_set=["window_start", "window_end", *view.dimensions, *measures,
+                            *LINEAGE_COLUMNS],
+                exact_match=False))
+    for column in ("window_start", "window_end"):
+        add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                    "every row has its window", CRITICAL, column=column))
+    for dimension in view.dimensions:
+        if _dimension_required(contracts, view, dimension):
+            add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{dimension}",
+                        f"every event type of the view ({', '.join(view.event_types)}) "
+                        f"requires {dimension}", CRITICAL, column=dimension))
+    if view.dimensions:
+        add(_expect(gx.expectations.ExpectCompoundColumnsToBeUnique,
+                    "unique:" + ",".join(view.key), "one row per window and dimensions",
+                    CRITICAL, column_list=view.key, ignore_row_if="never"))
+    else:
+        add(_expect(gx.expectations.ExpectColumnValuesToBeUnique, "unique:window_start",
+                    "one row per window", CRITICAL, column="window_start"))
+    add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, "in_interval:window_start",
+                "the slice holds the windows that start in [start, end)", CRITICAL,
+                column="window_start", min_value={"$PARAMETER": INTERVAL_START},
+                max_value={"$PARAMETER": INTERVAL_END}, strict_max=True))
+    add(_expect(gx.expectations.ExpectColumnValuesToBeNull, "window",
+                f"window_end = window_start + {view.grain}, window_start aligned to the grain "
+                "(_window shows each wrong window)", CRITICAL, about="window_start,window_end",
+                column="_window"))
+    for dimension in view.dimensions:
+        allowed = _enum_values(_rules(contracts, view.event_types, dimension))
+        if allowed is not None:
+            add(_expect(gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{dimension}",
+                        f"{dimension} is one of the contract's values", CRITICAL,
+                        column=dimension, value_set=allowed))
+    for measure in view.measures:
+        if measure.kind in ("count", "distinct_count"):
+            add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull,
+                        f"not_null:{measure.name}", f"a {measure.kind} is never null",
+                        CRITICAL, column=measure.name))
+        lower, upper = _measure_bounds(contracts, view, measure)
+        if lower is None and upper is None:
+            continue
+        if measure.kind in ("count", "distinct_count"):
+            rule = f"a {measure.kind} is non-negative"
+        elif measure.kind == "sum":
+            rule = f"a sum of {measure.column} (contract minimum {lower}) is at least {lower}"
+        else:
+            rule = (f"the {measure.kind} of {measure.column} is within its contract's bounds "
+                    f"[{lower}, {upper}]")
+        add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, f"range:{measure.name}",
+                    rule, CRITICAL,
+                    column=measure.name, min_value=lower, max_value=upper))
+    for column in LINEAGE_COLUMNS:
+        add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                    "every row records how it was computed (lineage)", WARNING, column=column))
+    return _suite(view_suite_name(view), expectations, {"_window": wrong_window(view)})

@@ -1,0 +1,53 @@
+"""Which physical table holds each view, and the atomic switch between versions.
+
+A view's rows live in ``view_<name>_v<N>``. A full reprocess builds version N+1 beside the
+current one, validates it, and then *switches*: one append to the catalog table. Readers
+resolve the current table once per read, so they see the old version or the new one, never
+a mix; the old version stays readable (and is kept) until the switch and after it.
+
+>>> current_table_path(settings, "page_traffic")        # doctest: +SKIP
+'.state/lake/view_page_traffic_v1'
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from lambdalake.lake.bookkeeping import append_rows, read_rows
+from lambdalake.settings import Settings
+
+CATALOG_TABLE = "view_catalog"
+FIRST_VERSION = 1
+_SCHEMA = pa.schema([
+    pa.field("view", pa.string(), nullable=False),
+    pa.field("version", pa.int64(), nullable=False),
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("switched_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+
+
+def physical_table(view_name: str, version: int) -> str:
+    return f"view_{view_name}_v{version}"
+
+
+def current_version(settings: Settings, view_name: str) -> int:
+    """The version readers use: the latest switch, or the first version if none happened."""
+    switches = [r for r in read_rows(settings.table_path(CATALOG_TABLE), _SCHEMA)
+                if r["view"] == view_name]
+    if not switches:
+        return FIRST_VERSION
+    return max(switches, key=lambda r: r["switched_at"])["version"]
+
+
+def current_table_path(settings: Settings, view_name: str) -> str:
+    return settings.table_path(physical_table(view_name, current_version(settings, view_name)))
+
+
+def switch_version(settings: Settings, view_name: str, version: int, run_id: str) -> None:
+    """Make ``version`` the one readers see, in one Delta commit."""
+    append_rows(settings.table_path(CATALOG_TABLE), _SCHEMA, [{
+        "view": view_name, "version": version, "run_id": run_id,
+        "switched_at": datetime.now(UTC),
+    }])

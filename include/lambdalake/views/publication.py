@@ -1,0 +1,68 @@
+"""The batch layer's publications and the high-water mark the serving layer merges at.
+
+When an interval's view slices passed their quality gate, the batch DAG *publishes* them:
+one row per (view, interval) in the ``batch_publications`` log. A view's high-water mark
+is the end of the unbroken run of published intervals that starts at the schedule's first
+day: every interval before it is final in the batch view, so serving reads batch rows
+before it and real-time rows after it. An interval that failed its gate leaves a gap, so
+the mark stops there instead of skipping it; publishing only adds rows, so the mark never
+moves back, and re-publishing an interval (a backfill) is harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, time
+
+import pyarrow as pa
+
+from lambdalake.lake.bookkeeping import append_rows, read_rows
+from lambdalake.settings import Settings
+
+PUBLICATIONS_TABLE = "batch_publications"
+_SCHEMA = pa.schema([
+    pa.field("view", pa.string(), nullable=False),
+    pa.field("interval_start", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("interval_end", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("view_version", pa.int64(), nullable=False),
+    pa.field("bronze_version", pa.int64(), nullable=False),
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("published_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+
+
+@dataclass(frozen=True)
+class Publication:
+    view: str
+    interval_start: datetime
+    interval_end: datetime
+    view_version: int
+    bronze_version: int
+    run_id: str
+
+
+def publish(settings: Settings, publications: list[Publication]) -> None:
+    """Record that these view slices are final (one commit for all of them)."""
+    now = datetime.now(UTC)
+    append_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA,
+                [{**p.__dict__, "published_at": now} for p in publications])
+
+
+def published_intervals(settings: Settings, view_name: str) -> list[tuple[datetime, datetime]]:
+    """The distinct intervals published for ``view_name``, oldest first."""
+    rows = read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA)
+    return sorted({(r["interval_start"], r["interval_end"]) for r in rows if r["view"] == view_name})
+
+
+def high_water_mark(settings: Settings, view_name: str) -> datetime:
+    """End of the unbroken run of published intervals from the schedule's first day.
+
+    Intervals published before that day (a backfill of older history) do not count: the
+    run starts at the first day whether or not anything before it exists.
+    """
+    mark = datetime.combine(settings.batch.first_day, time(), tzinfo=UTC)
+    for start, end in published_intervals(settings, view_name):
+        if start > mark:  # a gap: nothing after it counts yet
+            break
+        mark = max(mark, end)
+    return mark

@@ -1,0 +1,106 @@
+"""Spark entry point of the quality gates: validate bronze, or batch views, for an interval.
+
+    python spark_jobs/validate.py --layer bronze --start 2026-11-20T10:00:00Z \\
+        --end 2026-11-20T11:00:00Z [--bronze-version 12] [--rows auto|required|optional]
+    python spark_jobs/validate.py --layer batch --views page_traffic,funnel \\
+        --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH]
+
+Every requested subject is validated (the views are all validated even if one fails); each
+prints one summary line, then one line per failing expectation with sample values, and is
+appended to ``<state dir>/quality/results.jsonl``. The exit status is 1 if any gate has a
+critical failure (or could not validate), 0 otherwise, 2 for bad arguments.
+
+``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
+dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
+view's types in the interval. ``--table-path`` (one view only) validates another table than
+the view's current one, e.g. a version built by a full reprocess before the switch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lambdalake.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from lambdalake.quality.gate import GateResult
+
+
+def utc(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a time zone, e.g. 2026-11-20T10:00:00Z")
+    return moment.astimezone(UTC)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layer", choices=["bronze", "batch"], required=True)
+    parser.add_argument("--start", type=utc, required=True, help="interval start (UTC)")
+    parser.add_argument("--end", type=utc, required=True, help="interval end, exclusive (UTC)")
+    parser.add_argument("--views", help="batch: comma-separated view names (default: all)")
+    parser.add_argument("--table-path", help="batch, one view: the table to validate")
+    parser.add_argument("--bronze-version", type=int,
+                        help="bronze table version to read (default: latest)")
+    parser.add_argument("--rows", choices=["auto", "required", "optional"], default="auto",
+                        help="must a slice have rows (see above)")
+    parser.add_argument("--run-id", help="recorded with each result")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
+    args_parser = parser()
+    args = args_parser.parse_args(argv)
+    if args.end <= args.start:
+        args_parser.error(f"empty interval [{args.start}, {args.end})")
+    settings = settings or get_settings()
+
+    from lambdalake.views.definition import load_views
+
+    views = load_views()
+    names = args.views.split(",") if args.views else sorted(views)
+    if args.layer == "batch":
+        unknown = set(names) - set(views)
+        if unknown:
+            args_parser.error(f"unknown views {sorted(unknown)}; "
+                              f"known: {', '.join(sorted(views))}")
+        if args.table_path and len(names) != 1:
+            args_parser.error("--table-path needs exactly one view in --views")
+    elif args.views or args.table_path:
+        args_parser.error("--views and --table-path are for --layer batch")
+    require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
+
+    from lambdalake.quality.gate import validate_bronze_slice, validate_view_slice
+    from lambdalake.quality.history import record
+    from lambdalake.spark import get_spark
+    from lambdalake.views.catalog import current_table_path
+
+    spark = get_spark(f"validate-{args.layer}", settings)
+
+    def gates() -> Iterator[GateResult]:  # one at a time: each is printed as it finishes
+        if args.layer == "bronze":
+            yield validate_bronze_slice(spark, settings, args.start, args.end,
+                                        version=args.bronze_version,
+                                        require_rows=bool(require_rows), views=views)
+            return
+        for name in names:
+            path = args.table_path or current_table_path(settings, name)
+            yield validate_view_slice(spark, settings, views[name], path, args.start, args.end,
+                                      require_rows=require_rows,
+                                      bronze_version=args.bronze_version)
+
+    passed = True
+    for result in gates():
+        print(result.report(), flush=True)
+        record(result, settings, run_id=args.run_id)
+        passed = passed and result.success
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

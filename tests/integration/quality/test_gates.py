@@ -1,0 +1,297 @@
+"""Quality gates on real slices: good data passes, bad data fails with the right expectation
+and sample values, and a gate that could not validate fails rather than passes."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.ingest.validation import classify
+from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
+from lambdalake.quality.gate import (
+    GateFailed,
+    GateResult,
+    enforce,
+    validate_bronze_frame,
+    validate_bronze_slice,
+    validate_view_frame,
+    validate_view_slice,
+)
+from lambdalake.quality.history import read_results
+from lambdalake.quality.suites import bronze_suite, view_suite
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.views.batch import recompute_views
+from lambdalake.views.catalog import current_table_path
+from lambdalake.views.definition import ViewDefinition, load_views
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+START = datetime(2026, 11, 20, 10, tzinfo=UTC)
+END = START + timedelta(hours=1)  # the validated hour; the next one is in bronze, not in views
+KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+                "timestamp TIMESTAMP, timestampType INT")
+
+
+@pytest.fixture(scope="module")
+def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempPathFactory
+         ) -> Settings:
+    """Two hours of generated traffic in bronze; every view computed for the first hour."""
+    root, state = tmp_path_factory.mktemp("quality-lake"), tmp_path_factory.mktemp("state")
+    lake = settings.model_copy(update={
+        "state_dir": state, "lake": settings.lake.model_copy(update={"root": str(root)})})
+    profile = TrafficProfile(count=1500, seed=7, start_time=START, event_time_rate=1500 / 7200,
+                             late_fraction=0.1, max_lateness_minutes=20, duplicate_fraction=0.05,
+                             malformed_fraction=0.02, users=50, pages=5, products=6)
+    arrival = (START + timedelta(hours=3)).replace(tzinfo=None)
+    rows = [(r.key, r.value, "events", i % 3, i, arrival, 0)
+            for i, r in enumerate(TrafficGenerator(profile).records())]
+    contracts = ContractRegistry()
+    write_micro_batch(classify(spark.createDataFrame(rows, KAFKA_SCHEMA), contracts,
+                               lake.ingest), lake, contracts, "quality-test", 0)
+    recompute_views(spark, lake, list(load_views().values()), START, END, "quality-1")
+    return lake
+
+
+def view_rows(spark: SparkSession, lake: Settings, view: ViewDefinition) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return (spark.read.format("delta").load(current_table_path(lake, view.name))
+            .where((F.col("window_start") >= F.lit(START)) & (F.col("window_start") < F.lit(END))))
+
+
+def failures(result: GateResult) -> dict[str, Any]:
+    return {o.check: o for o in result.critical_failures}
+
+
+_WATCH: list[list[str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _WATCH or event not in ("socket.connect", "socket.getaddrinfo"):
+        return
+    target = args[1] if event == "socket.connect" else args[0]
+    host = target[0] if isinstance(target, tuple) else target
+    if not isinstance(host, str) or host.startswith("/") or host == "localhost":
+        return  # a Unix socket, or the loopback name
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    _WATCH[-1].append(f"{event} {target}")
+
+
+sys.addaudithook(_audit)
+
+
+@contextmanager
+def no_network() -> Iterator[list[str]]:
+    """Records every connection (or name lookup) to anything but loopback meanwhile."""
+    attempts: list[str] = []
+    _WATCH.append(attempts)
+    try:
+        yield attempts
+    finally:
+        _WATCH.pop()
+
+
+def test_good_slices_pass_without_touching_the_network(
+    spark: SparkSession, lake: Settings
+) -> None:
+    with no_network() as attempts:
+        bronze = validate_bronze_slice(spark, lake, START, END)
+        views = {name: validate_view_slice(spark, lake, view, current_table_path(lake, name),
+                                           START, END)
+                 for name, view in load_views().items()}
+    assert attempts == []
+    assert bronze.success, bronze.report()
+    assert bronze.rows > 500 and bronze.evaluated == len(bronze_suite().expectations)
+    assert (bronze.layer, bronze.subject, bronze.warnings) == ("bronze", "bronze_events", [])
+    for name, result in views.items():
+        assert result.success, result.report()
+        assert result.rows > 0 and result.warnings == []
+        assert result.evaluated == len(view_suite(load_views()[name]).expectations)
+        enforce(result)
+
+
+def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
+    spark: SparkSession, lake: Settings
+) -> None:
+    from pyspark.sql import functions as F
+
+    view = load_views()["page_traffic"]
+    rows = view_rows(spark, lake, view)
+    page = rows.orderBy("page").first()["page"]
+    bad = (rows.withColumn("views", F.when(F.col("page") == page, F.lit(-3))
+                           .otherwise(F.col("views")))
+           .unionByName(rows.where(F.col("page") == page)))  # the same key twice
+    result = validate_view_frame(bad, view, START, END)
+    assert not result.success
+    failed = failures(result)
+    assert set(failed) == {"range:views", "unique:window_start,page"}, result.report()
+    assert failed["range:views"].samples == [-3]
+    assert failed["range:views"].unexpected_count == 1
+    duplicates = failed["unique:window_start,page"]
+    assert duplicates.unexpected_count == 2
+    assert {d["page"] for d in duplicates.samples} == {page}
+    with pytest.raises(GateFailed, match=r"range:views .*1 unexpected, e\.g\. \[-3\]") as raised:
+        enforce(result)
+    assert raised.value.result is result
+
+    sales = load_views()["product_sales"]
+    refund = view_rows(spark, lake, sales).withColumn("revenue", F.col("revenue") - 100_000)
+    result = validate_view_frame(refund, sales, START, END)
+    assert set(failures(result)) == {"range:revenue"}, result.report()
+    assert all(sample.startswith("-") for sample in failures(result)["range:revenue"].samples)
+
+
+def test_an_empty_view_slice_fails_only_when_bronze_had_events(
+    spark: SparkSession, lake: Settings
+) -> None:
+    view = load_views()["funnel"]
+    path = current_table_path(lake, view.name)
+    not_computed = validate_view_slice(spark, lake, view, path, END, END + timedelta(hours=1))
+    assert not not_computed.success and not_computed.rows == 0
+    assert failures(not_computed)["not_empty"].observed == 0
+    dead_hour = START + timedelta(days=1)
+    quiet = validate_view_slice(spark, lake, view, path, dead_hour, dead_hour + timedelta(hours=1))
+    assert quiet.success and quiet.rows == 0, quiet.report()
+    assert [w.check for w in quiet.warnings] == ["not_empty"]
+
+
+def test_a_bronze_slice_with_foreign_or_broken_events_fails(
+    spark: SparkSession, lake: Settings
+) -> None:
+    from pyspark.sql import functions as F
+
+    events = read_bronze_interval(spark, lake, START, END)
+    one = events.orderBy("offset").limit(1)
+    late = END + timedelta(minutes=5)
+    bad = events.unionByName(
+        one.withColumn("occurred_at", F.lit(late)).withColumn("offset", F.col("offset") + 10**6)
+    ).unionByName(
+        one.withColumn("event_id", F.lit(None).cast("string"))
+        .withColumn("offset", F.col("offset") + 2 * 10**6)
+    ).unionByName(one)  # the same Kafka record twice
+    result = validate_bronze_frame(bad, START, END)
+    failed = failures(result)
+    assert set(failed) == {"in_interval:occurred_at", "not_null:event_id",
+                           "unique:topic,partition,offset"}, result.report()
+    assert failed["in_interval:occurred_at"].samples == [late.replace(tzinfo=None).isoformat()]
+    assert failed["not_null:event_id"].unexpected_count == 1
+    assert failed["unique:topic,partition,offset"].unexpected_count == 2
+
+
+def test_a_gate_that_cannot_validate_fails(
+    spark: SparkSession, lake: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from great_expectations.core import ExpectationSuiteValidationResult
+    from great_expectations.datasource.fluent.interfaces import Batch
+
+    view = load_views()["page_traffic"]
+    missing = validate_view_frame(view_rows(spark, lake, view).drop("unique_users"), view,
+                                  START, END)
+    assert not missing.success
+    failed = failures(missing)
+    assert failed["columns"].samples == ["unique_users"]
+    assert failed["not_null:unique_users"].error and failed["range:unique_users"].error
+
+    no_table = validate_view_slice(spark, lake, view, f"{lake.lake.root}/nothing", START, END)
+    assert not no_table.success and no_table.evaluated == 0
+    assert "validation did not run" in (no_table.critical_failures[0].error or "")
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("GX blew up")
+
+    monkeypatch.setattr(Batch, "validate", boom)
+    raised = validate_view_frame(view_rows(spark, lake, view), view, START, END)
+    assert not raised.success and raised.evaluated == 0
+    assert "GX blew up" in (raised.critical_failures[0].error or "")
+
+    def nothing(self: Batch, suite: Any, **kwargs: Any) -> ExpectationSuiteValidationResult:
+        return ExpectationSuiteValidationResult(
+            success=True, results=[], suite_name=suite.name,
+            statistics={"evaluated_expectations": 0, "successful_expectations": 0,
+                        "unsuccessful_expectations": 0, "success_percent": None})
+
+    monkeypatch.setattr(Batch, "validate", nothing)
+    vacuous = validate_view_frame(view_rows(spark, lake, view), view, START, END)
+    assert not vacuous.success and vacuous.evaluated == 0
+    assert "no expectation was evaluated" in [o.error for o in vacuous.critical_failures]
+
+
+def load_entry_point() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate", PROJECT_ROOT / "spark_jobs" /
+                                                  "validate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+WINDOW = ["--start", "2026-11-20T10:00:00Z", "--end", "2026-11-20T11:00:00Z"]
+
+
+@pytest.fixture(scope="module")
+def broken_table(spark: SparkSession, lake: Settings) -> str:
+    """A copy of page_traffic's first hour with every count negated."""
+    from pyspark.sql import functions as F
+
+    path = f"{lake.lake.root}/broken_page_traffic"
+    (view_rows(spark, lake, load_views()["page_traffic"]).withColumn("views", -F.col("views"))
+     .write.format("delta").partitionBy("window_start").save(path))
+    return path
+
+
+def test_the_entry_point_prints_records_and_exits_by_verdict(
+    lake: Settings, broken_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    validate = load_entry_point()
+    assert validate.main(["--layer", "bronze", *WINDOW, "--run-id", "r-1"], lake) == 0
+    assert "gate bronze [2026-11-20 10:00, 2026-11-20 11:00): passed" in capsys.readouterr().out
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", "--table-path",
+                          broken_table, *WINDOW, "--run-id", "r-2"], lake) == 1
+    out = capsys.readouterr().out
+    assert "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): FAILED" in out
+    assert "  critical range:views (expect_column_values_to_be_between): " in out
+    # the next hour has events in bronze but no view rows: every requested view is validated
+    next_hour = ["--start", "2026-11-20T11:00:00Z", "--end", "2026-11-20T12:00:00Z"]
+    assert validate.main(["--layer", "batch", "--views", "page_traffic,funnel", *next_hour,
+                          "--run-id", "r-3"], lake) == 1
+    out = capsys.readouterr().out
+    assert out.count("[2026-11-20 11:00, 2026-11-20 12:00): FAILED") == 2
+    assert out.count("  critical not_empty (expect_table_row_count_to_be_between): observed 0") == 2
+    recorded = [(r["layer"], r["subject"], r["success"], r["run_id"]) for r in read_results(lake)]
+    assert recorded[-4:] == [("bronze", "bronze_events", True, "r-1"),
+                             ("batch", "page_traffic", False, "r-2"),
+                             ("batch", "page_traffic", False, "r-3"),
+                             ("batch", "funnel", False, "r-3")]
+
+
+@pytest.mark.slow
+def test_the_entry_point_runs_as_airflow_will_run_it(lake: Settings, broken_table: str) -> None:
+    run = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "spark_jobs" / "validate.py"), "--layer", "batch",
+         "--views", "page_traffic", "--table-path", broken_table, *WINDOW, "--run-id", "child"],
+        env={**os.environ, **lake.to_environment()}, capture_output=True, text=True,
+        timeout=600, cwd=PROJECT_ROOT,
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): FAILED" in run.stdout
+    assert "critical range:views (expect_column_values_to_be_between)" in run.stdout
+    last = read_results(lake)[-1]
+    assert (last["subject"], last["success"], last["run_id"]) == ("page_traffic", False, "child")
+    assert last["critical_failures"][0]["samples"]

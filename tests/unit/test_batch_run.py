@@ -1,0 +1,59 @@
+"""The batch DAG's plan step: trigger-form params and data intervals, checked up front."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lambdalake.orchestration.batch_run import (
+    BatchPlan,
+    completeness_moment,
+    parse_results,
+    plan_batch_run,
+)
+
+START = datetime(2026, 11, 20, 10, tzinfo=UTC)
+END = START + timedelta(hours=1)
+
+
+def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
+    plan = plan_batch_run({}, START, END, "scheduled__x")
+    assert (plan.start, plan.end, plan.full_reprocess) == (START, END, False)
+    assert plan.views == ["funnel", "page_traffic", "product_sales"]
+    assert plan.interval_args == ["--start", "2026-11-20T10:00:00Z", "--end", "2026-11-20T11:00:00Z"]
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness
+
+
+def test_the_trigger_form_overrides_interval_and_views() -> None:
+    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T06:00:00+00:00",
+              "views": ["funnel"]}
+    plan = plan_batch_run(params, START, END, "manual__x")
+    assert (plan.start, plan.end, plan.views) == (
+        datetime(2026, 11, 19, tzinfo=UTC), datetime(2026, 11, 19, 6, tzinfo=UTC), ["funnel"])
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"views": ["nope"]}, "unknown views"),
+    ({"start": "2026-11-19T00:00:00Z"}, "give both start and end"),
+    ({"start": "2026-11-19T00:30:00Z", "end": "2026-11-19T02:00:00Z"}, "not aligned"),
+    ({"start": "2026-11-19T02:00:00Z", "end": "2026-11-19T01:00:00Z"}, "empty interval"),
+    ({"start": "2026-11-19T00:00:00", "end": "2026-11-19T01:00:00"}, "no time zone"),
+])
+def test_bad_params_fail_the_plan_with_a_clear_message(params: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan_batch_run(params, START, END, "manual__x")
+
+
+def test_a_full_reprocess_needs_no_interval() -> None:
+    plan = plan_batch_run({"full_reprocess": True, "views": ["page_traffic"]}, None, None, "m")
+    assert plan.full_reprocess and plan.start is None
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    with pytest.raises(ValueError, match="no interval"):
+        plan.interval_args  # noqa: B018
+
+
+def test_results_are_read_from_the_job_output() -> None:
+    lines = ["batch: funnel ...", 'result {"view": "funnel", "rows": 3}', "other"]
+    assert parse_results(lines) == [{"view": "funnel", "rows": 3}]

@@ -1,0 +1,56 @@
+"""The batch high-water mark and the view catalog: small Delta tables, no Spark."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lambdalake.settings import Settings
+from lambdalake.views.catalog import current_table_path, current_version, switch_version
+from lambdalake.views.publication import Publication, high_water_mark, publish
+
+DAY = date(2026, 11, 20)
+MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": DAY})
+
+
+def hours(*offsets: int) -> list[Publication]:
+    return [Publication("page_traffic", MIDNIGHT + timedelta(hours=h),
+                        MIDNIGHT + timedelta(hours=h + 1), 1, 7, "run") for h in offsets]
+
+
+def test_the_mark_starts_at_the_first_day_and_stops_at_a_gap(lake: Settings) -> None:
+    assert high_water_mark(lake, "page_traffic") == MIDNIGHT
+    publish(lake, hours(0, 1, 3))
+    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=2)
+    publish(lake, hours(2))  # the gap is filled: the mark jumps over the hour published before
+    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=4)
+    assert high_water_mark(lake, "funnel") == MIDNIGHT  # per view
+
+
+def test_republishing_and_older_history_never_move_the_mark_back(lake: Settings) -> None:
+    publish(lake, hours(0, 1))
+    publish(lake, hours(0, 1, -5, -30))  # a backfill of the same hours and of older days
+    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=2)
+
+
+def test_concurrent_publishers_all_land(lake: Settings) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda h: publish(lake, hours(h)), range(8)))
+    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=8)
+
+
+def test_a_switch_moves_readers_to_the_new_version(lake: Settings) -> None:
+    assert current_version(lake, "funnel") == 1
+    assert current_table_path(lake, "funnel").endswith("/view_funnel_v1")
+    switch_version(lake, "funnel", 2, "reprocess-1")
+    assert current_version(lake, "funnel") == 2
+    assert current_table_path(lake, "funnel").endswith("/view_funnel_v2")
+    assert current_version(lake, "page_traffic") == 1
