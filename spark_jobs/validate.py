@@ -2,8 +2,9 @@
 
     python spark_jobs/validate.py --layer bronze --start 2026-11-20T10:00:00Z \\
         --end 2026-11-20T11:00:00Z [--bronze-version 12] [--rows auto|required|optional]
-    python spark_jobs/validate.py --layer batch --views page_traffic,funnel \\
-        --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH]
+    python spark_jobs/validate.py --layer batch [--views page_traffic,funnel] \\
+        --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH] \\
+        [--run-id RUN]
 
 Every requested subject is validated (the views are all validated even if one fails); each
 prints one summary line, then one line per failing expectation with sample values, and is
@@ -12,8 +13,9 @@ critical failure (or could not validate), 0 otherwise, 2 for bad arguments.
 
 ``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
 dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
-view's types in the interval. ``--table-path`` (one view only) validates another table than
-the view's current one, e.g. a version built by a full reprocess before the switch.
+view's types in the interval. Without ``--views``, every view is validated, each in the
+table readers currently use (``lambdalake.views.catalog``); ``--table-path`` (one view
+only) validates another table, e.g. a version built by a full reprocess before the switch.
 """
 
 from __future__ import annotations
@@ -75,12 +77,16 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         args_parser.error("--views and --table-path are for --layer batch")
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
-    from lambdalake.quality.gate import validate_bronze_slice, validate_view_slice
+    from lambdalake.quality.gate import (
+        GATE_SPARK_CONF,
+        validate_bronze_slice,
+        validate_view_slice,
+    )
     from lambdalake.quality.history import record
     from lambdalake.spark import get_spark
     from lambdalake.views.catalog import current_table_path
 
-    spark = get_spark(f"validate-{args.layer}", settings)
+    spark = get_spark(f"validate-{args.layer}", settings, GATE_SPARK_CONF)
 
     def gates() -> Iterator[GateResult]:  # one at a time: each is printed as it finishes
         if args.layer == "bronze":

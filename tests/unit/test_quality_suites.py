@@ -45,8 +45,9 @@ def test_the_bronze_suite_follows_the_contracts() -> None:
     suite = bronze_suite(contracts)
     checks = by_check(suite)
     for column in ("event_id", "event_type", "occurred_at", "topic", "partition", "offset"):
-        assert checks[f"not_null:{column}"].expectation_type == "expect_column_values_to_not_be_null"
-        assert checks[f"not_null:{column}"].severity.value == "critical"
+        not_null = checks[f"not_null:{column}"]
+        assert not_null.expectation_type == "expect_column_values_to_not_be_null"
+        assert not_null.severity.value == "critical"
     unique = checks["unique:topic,partition,offset"]
     assert unique.expectation_type == "expect_compound_columns_to_be_unique"
     assert unique.column_list == ["topic", "partition", "offset"]

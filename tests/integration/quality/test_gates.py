@@ -43,6 +43,23 @@ KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset B
                 "timestamp TIMESTAMP, timestampType INT")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def gate_session(spark: SparkSession) -> Iterator[None]:
+    """The session configured as the entry point configures its own (restored afterwards:
+    the session is shared with other tests)."""
+    from lambdalake.quality.gate import GATE_SPARK_CONF
+
+    before = {key: spark.conf.get(key, None) for key in GATE_SPARK_CONF}
+    for key, value in GATE_SPARK_CONF.items():
+        spark.conf.set(key, value)
+    yield
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempPathFactory
          ) -> Settings:
@@ -135,11 +152,16 @@ def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
     page = rows.orderBy("page").first()["page"]
     bad = (rows.withColumn("views", F.when(F.col("page") == page, F.lit(-3))
                            .otherwise(F.col("views")))
+           .withColumn("window_end", F.when(F.col("page") == page, F.col("window_end")
+                                            + F.expr("INTERVAL 30 MINUTES"))
+                       .otherwise(F.col("window_end")))
            .unionByName(rows.where(F.col("page") == page)))  # the same key twice
     result = validate_view_frame(bad, view, START, END)
     assert not result.success
     failed = failures(result)
-    assert set(failed) == {"range:views", "unique:window_start,page"}, result.report()
+    assert set(failed) == {"range:views", "unique:window_start,page", "window"}, result.report()
+    assert failed["window"].samples == ["2026-11-20 10:00:00 .. 2026-11-20 11:30:00"]
+    assert failed["window"].column == "window_start,window_end"
     assert failed["range:views"].samples == [-3]
     assert failed["range:views"].unexpected_count == 1
     duplicates = failed["unique:window_start,page"]
@@ -156,7 +178,7 @@ def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
     assert all(sample.startswith("-") for sample in failures(result)["range:revenue"].samples)
 
 
-def test_an_empty_view_slice_fails_only_when_bronze_had_events(
+def test_an_empty_slice_fails_only_when_it_should_have_rows(
     spark: SparkSession, lake: Settings
 ) -> None:
     view = load_views()["funnel"]
@@ -168,6 +190,12 @@ def test_an_empty_view_slice_fails_only_when_bronze_had_events(
     quiet = validate_view_slice(spark, lake, view, path, dead_hour, dead_hour + timedelta(hours=1))
     assert quiet.success and quiet.rows == 0, quiet.report()
     assert [w.check for w in quiet.warnings] == ["not_empty"]
+    dead_bronze = validate_bronze_slice(spark, lake, dead_hour, dead_hour + timedelta(hours=1))
+    assert dead_bronze.success and dead_bronze.rows == 0, dead_bronze.report()
+    assert [w.check for w in dead_bronze.warnings] == ["not_empty"]
+    required = validate_bronze_slice(spark, lake, dead_hour, dead_hour + timedelta(hours=1),
+                                     require_rows=True)
+    assert not required.success and list(failures(required)) == ["not_empty"]
 
 
 def test_a_bronze_slice_with_foreign_or_broken_events_fails(
@@ -184,10 +212,16 @@ def test_a_bronze_slice_with_foreign_or_broken_events_fails(
         one.withColumn("event_id", F.lit(None).cast("string"))
         .withColumn("offset", F.col("offset") + 2 * 10**6)
     ).unionByName(one)  # the same Kafka record twice
-    result = validate_bronze_frame(bad, START, END)
+    view = events.where("event_type = 'page_view'").orderBy("offset").limit(1)
+    pageless = view.withColumn("page", F.lit(None).cast("string")).withColumn(
+        "offset", F.col("offset") + 3 * 10**6)
+    result = validate_bronze_frame(bad.unionByName(pageless), START, END)
     failed = failures(result)
     assert set(failed) == {"in_interval:occurred_at", "not_null:event_id",
-                           "unique:topic,partition,offset"}, result.report()
+                           "unique:topic,partition,offset", "not_null:page[page_view]"}, \
+        result.report()
+    assert failed["not_null:page[page_view]"].samples == [f"page_view {view.first()['event_id']}"]
+    assert failed["not_null:page[page_view]"].column == "page"
     assert failed["in_interval:occurred_at"].samples == [late.replace(tzinfo=None).isoformat()]
     assert failed["not_null:event_id"].unexpected_count == 1
     assert failed["unique:topic,partition,offset"].unexpected_count == 2
