@@ -127,6 +127,15 @@ class KafkaNode:
         self.process.start(self.java_command("kafka.Kafka", str(self.write_config())))
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id. Like Kafka's own ``Uuid.randomUuid``, never one that starts
+    with "-": the storage tool's argument parser would read it as an option."""
+    while True:
+        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not raw.startswith("-"):
+            return raw
+
+
 class KafkaCluster:
     """The local Kafka node(s): format once, start, wait for metadata, stop."""
 
@@ -141,10 +150,9 @@ class KafkaCluster:
     def cluster_id(self) -> str:
         """A KRaft cluster id, made once and kept, so restarts find their own log dirs."""
         path = self.settings.state_dir / "kafka" / "cluster-id"
-        if not path.exists():
+        if not path.exists() or path.read_text().startswith("-"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            path.write_text(raw)
+            path.write_text(new_cluster_id())
         return path.read_text().strip()
 
     def start(self, timeout: float = 90.0) -> None:
