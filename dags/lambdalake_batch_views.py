@@ -110,7 +110,7 @@ def lambdalake_batch_views() -> None:
         run = BatchPlan.from_xcom(planned)
         marks = publish(settings, run, written)
         outlet_events[BATCH_VIEWS].extra = {
-            "start": run.start.isoformat(), "end": run.end.isoformat(),
+            "start": planned["start"], "end": planned["end"],  # None for a full reprocess
             "full_reprocess": run.full_reprocess, "high_water_marks": marks,
         }
         return marks
