@@ -56,17 +56,20 @@ def machine() -> dict[str, Any]:
 
 
 @contextmanager
-def bench_environment() -> Iterator[Settings]:
-    """Settings for an isolated benchmark stack (own state dir and ports), with Kafka up."""
+def bench_environment(kafka: bool = True) -> Iterator[Settings]:
+    """Settings for an isolated benchmark stack (own state dir and ports), with Kafka up
+    unless ``kafka`` is false (benchmarks that read the lake only)."""
     saved = {k: os.environ.get(k) for k in BENCH_ENV}
     os.environ.update(BENCH_ENV)
     settings = Settings()
-    kafka = KafkaCluster(settings)
+    cluster = KafkaCluster(settings) if kafka else None
     try:
-        kafka.start()
+        if cluster:
+            cluster.start()
         yield settings
     finally:
-        kafka.stop()
+        if cluster:
+            cluster.stop()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -2,6 +2,7 @@
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
+    python -m bench.run --only batch        # one benchmark (ingest or batch)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/.
@@ -15,10 +16,16 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import ingest
+from bench import batch, ingest
 from bench.common import Result, bench_environment, machine
 
 RESULTS_DIR = Path(__file__).parent / "results"
+BENCHMARKS = {"ingest": ingest.run, "batch": batch.run}
+NEEDS_KAFKA = {"ingest"}
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
 def markdown(results: list[Result], meta: dict) -> str:
@@ -28,7 +35,7 @@ def markdown(results: list[Result], meta: dict) -> str:
              "", "| benchmark | measured | baseline (same run) | ratio | goal |",
              "| --- | --- | --- | --- | --- |"]
     for r in results:
-        baseline = f"{r.baseline:,.0f} ({r.baseline_name})" if r.baseline else "-"
+        baseline = f"{_number(r.baseline)} ({r.baseline_name})" if r.baseline else "-"
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
         lines.append(f"| {r.name} | {r.value:,.2f} {r.unit} | {baseline} | {ratio} | {r.goal or '-'} |")
     lines += ["", "Details:", "", "```json",
@@ -40,12 +47,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=["quick", "full"], default="quick")
+    parser.add_argument("--only", choices=sorted(BENCHMARKS), help="run one benchmark")
     args = parser.parse_args()
+    chosen = [args.only] if args.only else list(BENCHMARKS)
     meta = {"profile": args.profile, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": machine()}
+            "benchmarks": chosen, "machine": machine()}
     started = time.monotonic()
-    with bench_environment() as settings:
-        results = ingest.run(settings, args.profile)
+    results: list[Result] = []
+    with bench_environment(kafka=bool(NEEDS_KAFKA & set(chosen))) as settings:
+        for name in chosen:
+            results += BENCHMARKS[name](settings, args.profile)
     meta["seconds"] = round(time.monotonic() - started, 1)
     out = RESULTS_DIR / meta["started"].replace(":", "")
     out.mkdir(parents=True, exist_ok=True)

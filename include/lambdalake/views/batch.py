@@ -106,18 +106,28 @@ def recompute_views(
     for view in views:
         check_interval(view, start, end)
     bronze_version = latest_version(spark, settings.table_path(BRONZE_TABLE))
-    events = first_copies(
-        read_bronze_interval(spark, settings, start, end, version=bronze_version)
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
+    events = first_copies(events.select(*needed_columns(views))).persist(
+        StorageLevel.MEMORY_AND_DISK)  # only what the views read: no raw bytes cached
     try:
         return [
             write_slice(spark, settings, view, start, end,
-                        with_lineage(aggregate(events, view, exact=True), run_id, bronze_version),
+                        with_lineage(aggregate(events, view, exact=True), run_id, bronze_version)
+                        .repartition("window_start"),  # one file per hour partition
                         bronze_version)
             for view in views
         ]
     finally:
         events.unpersist()
+
+
+def needed_columns(views: Sequence[ViewDefinition]) -> list[str]:
+    """The bronze columns deduplication and these views read."""
+    columns = {"event_id", "event_type", "kafka_timestamp", "topic", "partition", "offset"}
+    for view in views:
+        columns |= {view.event_time, *view.dimensions,
+                    *(m.column for m in view.measures if m.column)}
+    return sorted(columns)
 
 
 def write_slice(
