@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 import pytest
 
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.platform import Platform
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,3 +46,26 @@ def spark(settings: Settings) -> Iterator[SparkSession]:
     session = get_spark("tests", settings)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def fresh_platform() -> Callable[[dict[str, str]], AbstractContextManager[Platform]]:
+    """``with fresh_platform(env) as platform:`` a whole stack for one test module."""
+    return _fresh_platform
+
+
+@contextmanager
+def _fresh_platform(environment: dict[str, str]) -> Iterator[Platform]:
+    """A whole stack, as `make up` runs it, from empty state with these LAMBDALAKE_* variables
+    (exported, so the Airflow CLI and tasks inherit them); stopped afterwards."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environment.items():
+            patch.setenv(key, value)
+        patch.delenv("LAMBDALAKE_KAFKA__BOOTSTRAP_SERVERS", raising=False)
+        platform = Platform(Settings())
+        platform.clean()  # every run starts from empty state, as on a fresh machine
+        platform.up()
+        try:
+            yield platform
+        finally:
+            platform.down()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import psutil
 import pytest
@@ -23,16 +24,10 @@ STACK_ENV = isolated_environment("test-platform", port_prefix=2)
 
 
 @pytest.fixture(scope="module")
-def platform() -> Iterator[Platform]:
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in STACK_ENV.items():
-            patch.setenv(key, value)  # children (airflow CLI, tasks) inherit these
-        patch.delenv("LAMBDALAKE_KAFKA__BOOTSTRAP_SERVERS", raising=False)
-        stack = Platform(Settings())
-        stack.clean()  # every run starts from empty state, as on a fresh machine
-        stack.up()
+def platform(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Platform]]
+             ) -> Iterator[Platform]:
+    with fresh_platform(STACK_ENV) as stack:
         yield stack
-        stack.down()
 
 
 def stack_processes(settings: Settings) -> list[psutil.Process]:

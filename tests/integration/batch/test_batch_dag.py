@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -45,18 +46,10 @@ def midnight(day: date) -> datetime:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Platform]:
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in STACK_ENV.items():
-            patch.setenv(key, value)  # children (airflow CLI, tasks) inherit these
-        patch.delenv("LAMBDALAKE_KAFKA__BOOTSTRAP_SERVERS", raising=False)
-        platform = Platform(Settings())
-        platform.clean()
-        platform.up()
-        try:
-            yield platform
-        finally:
-            platform.down()
+def stack(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Platform]]
+             ) -> Iterator[Platform]:
+    with fresh_platform(STACK_ENV) as platform:
+        yield platform
 
 
 def produce(settings: Settings, profile: TrafficProfile) -> None:
