@@ -7,7 +7,8 @@
     lambdalake status    every process of the stack: PID, memory, health
     lambdalake demo      run the platform's main job through Airflow and show the result
     lambdalake produce   generate clickstream traffic (late, duplicate, malformed) into Kafka
-    lambdalake ingest    start | stop | status | wait: the Kafka -> bronze stream
+    lambdalake ingest    start | stop | restart | status | wait: the Kafka -> bronze stream
+    lambdalake speed     start | stop | restart | status | wait: Kafka -> real-time views
     lambdalake contracts check that event contracts evolve compatibly
     lambdalake settings  every setting as an environment variable, with its default
     lambdalake docs      regenerate the docs derived from code
@@ -99,6 +100,16 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             rate = ingest.get("processed_rows_per_second") or 0
             print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
                   f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
+        from lambdalake.speed.stream import APP
+        from lambdalake.streaming.progress import read_status as read_app_status
+
+        speed = read_app_status(settings, APP)
+        for view, query in (speed or {}).get("views", {}).items():
+            rate = query.get("processed_rows_per_second") or 0
+            print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
+                  f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
+                  f"{query['dropped_by_watermark_total']} late rows dropped, "
+                  f"{query['state_rows']} state rows")
     return 0 if all(r.running for r in rows) else 3
 
 
@@ -248,22 +259,23 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if manifest.failed == 0 and manifest.acknowledged == manifest.produced else 1
 
 
-def cmd_ingest(settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-    from lambdalake.ingest.stream import read_status
-    from lambdalake.kafka.topics import ensure_topic
+def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
+    """start | stop | restart | status | wait for a streaming application (ingest, speed)."""
+    from lambdalake.streaming.progress import read_status
+    from lambdalake.streaming.service import StreamingService, wait_caught_up
 
-    process = ingest_process(settings)
-    if args.action == "start":
-        ensure_topic(settings.kafka, settings.kafka.events_topic)
-        print(f"ingest running, pid {start_ingest_process(settings)}; log {process.log_file}")
-    elif args.action == "stop":
-        stopped = process.stop(timeout=120, root_first=True)
-        print("ingest stopped" if stopped else "ingest was not running")
+    service = StreamingService(settings, args.command)
+    if args.action in ("stop", "restart"):
+        stopped = service.stop()
+        print(f"{args.command} stopped" if stopped else f"{args.command} was not running")
+    if args.action in ("start", "restart"):
+        print(f"{args.command} running, pid {service.start()}; log {service.process.log_file}")
     elif args.action == "wait":
-        print(f"ingest caught up with {wait_caught_up(settings, timeout=args.timeout)}")
-    else:
-        print(json.dumps({"pid": process.pid(), **(read_status(settings) or {})}, indent=2))
+        print(f"{args.command} caught up with "
+              f"{wait_caught_up(settings, args.command, timeout=args.timeout)}")
+    elif args.action == "status":
+        print(json.dumps({"pid": service.process.pid(),
+                          **(read_status(settings, args.command) or {})}, indent=2))
     return 0
 
 
@@ -319,10 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
         run=cmd_contracts
     )
     _add_produce(commands)
-    ingest = commands.add_parser("ingest", help="the Kafka -> bronze stream")
-    ingest.add_argument("action", choices=["start", "stop", "status", "wait"])
-    ingest.add_argument("--timeout", type=float, default=600, help="for `wait`: seconds")
-    ingest.set_defaults(run=cmd_ingest)
+    for app, what in (("ingest", "the Kafka -> bronze stream"),
+                      ("speed", "the speed layer: Kafka -> real-time views")):
+        stream = commands.add_parser(app, help=what)
+        stream.add_argument("action", choices=["start", "stop", "restart", "status", "wait"])
+        stream.add_argument("--timeout", type=float, default=600, help="for `wait`: seconds")
+        stream.set_defaults(run=cmd_stream)
     return parser
 
 

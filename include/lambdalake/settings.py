@@ -164,6 +164,28 @@ class IngestSettings(BaseModel):
     status_interval_seconds: float = Field(5.0, gt=0, description="how often status is written")
 
 
+class SpeedSettings(BaseModel):
+    """The speed layer: Kafka -> real-time views (Structured Streaming, one query per view)."""
+
+    trigger_interval: str = Field("500 milliseconds", description="micro-batch trigger interval")
+    max_offsets_per_trigger: int = Field(100_000, ge=1, description="back-pressure bound")
+    shuffle_partitions: int = Field(
+        2, ge=1, description="state store partitions (fixed by a query's first checkpoint)"
+    )
+    status_interval_seconds: float = Field(1.0, gt=0, description="how often status is written")
+    freshness_sla_seconds: int = Field(
+        120, ge=1, description="supervisor: alert when the newest batch is older than this"
+    )
+    lag_growth_checks: int = Field(
+        5, ge=2, description="supervisor: alert when lag grew over this many checks in a row"
+    )
+    supervise_every_seconds: int = Field(60, ge=10, description="supervisor DAG schedule")
+    process_manager: Literal["stack", "container"] = Field(
+        "stack", description="stack: the supervisor starts the process; container: an "
+        "orchestrator runs and restarts it, the supervisor only checks its status"
+    )
+
+
 class BatchSettings(BaseModel):
     """The scheduled batch layer (DAG ``lambdalake_batch_views``)."""
 
@@ -256,6 +278,7 @@ class Settings(BaseSettings):
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
     ingest: IngestSettings = IngestSettings()
+    speed: SpeedSettings = SpeedSettings()
     batch: BatchSettings = BatchSettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()

@@ -102,6 +102,26 @@ def test_a_triggered_run_succeeds_through_the_scheduler(platform: Platform) -> N
     }
 
 
+def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) -> None:
+    settings = platform.settings
+    killed = platform.speed.process.pid()
+    assert killed is not None, "`up` starts the speed layer"
+    platform.speed.process.kill()
+    client = AirflowClient(
+        settings.airflow.base_url, settings.airflow.admin_user, platform.airflow.admin_password
+    )
+    dag_id = "lambdalake_speed_supervisor"
+    client.wait_for_dag(dag_id)
+    client.unpause(dag_id)  # active from creation; say so anyway
+    run_id = client.trigger(dag_id, {})
+    assert client.wait_for_run(dag_id, run_id, timeout=600) == "success"
+    assert client.task_states(dag_id, run_id) == {
+        "ensure_running": "success", "check_health": "success", "alert": "skipped",
+    }
+    restarted = platform.speed.process.pid()
+    assert restarted is not None and restarted != killed
+
+
 def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings), "the stack's processes should be findable"
     stopped = platform.down()

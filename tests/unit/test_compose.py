@@ -15,7 +15,7 @@ from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
 from lambdalake.stack.airflow import Airflow
 
 SERVICES = {
-    "kafka", "postgres", "spark-master", "spark-worker", "airflow-init",
+    "kafka", "postgres", "spark-master", "spark-worker", "ingest", "speed", "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
 }
 REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
@@ -106,3 +106,16 @@ def test_the_project_code_is_mounted(compose: dict[str, Any]) -> None:
     volumes = compose["services"]["airflow-scheduler"]["volumes"]
     for folder in ("dags", "plugins", "include", "spark_jobs", "schemas"):
         assert f"./{folder}:/opt/lambdalake/{folder}" in volumes
+
+
+def test_the_streaming_applications_are_services_the_runtime_restarts(
+    compose: dict[str, Any]
+) -> None:
+    for app in ("ingest", "speed"):
+        service = compose["services"][app]
+        assert service["command"] == ["python", f"/opt/lambdalake/spark_jobs/{app}.py"]
+        assert service["restart"] == "unless-stopped"
+        assert (PROJECT_ROOT / "spark_jobs" / f"{app}.py").is_file()
+    speed = substituted(environment(compose, "speed"))
+    assert Settings().speed.process_manager == "stack"  # the local stack's default
+    assert speed["LAMBDALAKE_SPEED__PROCESS_MANAGER"] == "container"  # the supervisor only checks

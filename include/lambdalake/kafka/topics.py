@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -57,6 +58,20 @@ def ensure_topic(kafka: KafkaSettings, topic: TopicSettings, timeout: float = 30
     return TopicState(topic.name, created=False)
 
 
+def _describe(admin: AdminClient, name: str, timeout: float) -> dict:
+    """The topic's configs; a topic created a moment ago may not be known to the broker's
+    config handler yet (UNKNOWN_TOPIC_OR_PART), so that answer is retried until ``timeout``."""
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.describe_configs([resource])[resource].result(timeout)
+        except KafkaException as error:
+            if error.args[0].name() != "UNKNOWN_TOPIC_OR_PART" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _check_matches(admin: AdminClient, topic: TopicSettings, found: object, timeout: float) -> None:
     partitions = found.partitions  # type: ignore[attr-defined]
     problems = []
@@ -67,8 +82,7 @@ def _check_matches(admin: AdminClient, topic: TopicSettings, found: object, time
         problems.append(
             f"replication factor: settings {topic.replication_factor}, topic {replication}"
         )
-    resource = ConfigResource(ResourceType.TOPIC, topic.name)
-    described = admin.describe_configs([resource])[resource].result(timeout)
+    described = _describe(admin, topic.name, timeout)
     for key, wanted in topic_configs(topic).items():
         actual = described[key].value if key in described else None
         if actual != wanted:

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 from lambdalake.ingest.service import IngestService
 from lambdalake.settings import Settings
+from lambdalake.speed.stream import APP as SPEED
 from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
+from lambdalake.streaming.service import StreamingService
 
 
-Component = Postgres | KafkaCluster | IngestService | Airflow
+Component = Postgres | KafkaCluster | StreamingService | Airflow
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class ProcessStatus:
 
 
 class Platform:
-    """PostgreSQL, Kafka and Airflow of the local stack."""
+    """PostgreSQL, Kafka, the two streaming applications and Airflow of the local stack."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -38,6 +40,7 @@ class Platform:
         self.kafka = KafkaCluster(settings)
         self.airflow = Airflow(settings)
         self.ingest = IngestService(settings)
+        self.speed = StreamingService(settings, SPEED)
 
     def processes(self) -> list[ManagedProcess]:
         return [process for _, processes in self._components() for process in processes]
@@ -48,6 +51,7 @@ class Platform:
             (self.postgres, [self.postgres.process]),
             (self.kafka, [node.process for node in self.kafka.nodes]),
             (self.ingest, [self.ingest.process]),
+            (self.speed, [self.speed.process]),
             (self.airflow, list(self.airflow.services.values())),
         ]
 
@@ -56,7 +60,8 @@ class Platform:
         started = time.monotonic()
         for label, component in (
             ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
-            ("ingest stream (Kafka -> bronze)", self.ingest), ("Airflow", self.airflow),
+            ("ingest stream (Kafka -> bronze)", self.ingest),
+            ("speed layer (Kafka -> real-time views)", self.speed), ("Airflow", self.airflow),
         ):
             echo(f"starting {label} ...")
             component.start()

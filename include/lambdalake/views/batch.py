@@ -61,13 +61,16 @@ def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None
                              f"({view.grain})")
 
 
+KAFKA_ORDER = ["kafka_timestamp", "topic", "partition", "offset"]
+"""Which copy of a duplicated event is the first: the one that reached Kafka first."""
+
+
 def first_copies(events: DataFrame) -> DataFrame:
     """One row per ``event_id``: the copy with the lowest Kafka coordinates (deterministic)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    first = Window.partitionBy("event_id").orderBy("kafka_timestamp", "topic", "partition",
-                                                   "offset")
+    first = Window.partitionBy("event_id").orderBy(*KAFKA_ORDER)
     return events.withColumn("_copy", F.row_number().over(first)).where("_copy = 1").drop("_copy")
 
 
@@ -107,8 +110,11 @@ def recompute_views(
         check_interval(view, start, end)
     bronze_version = latest_version(spark, settings.table_path(BRONZE_TABLE))
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
-    events = first_copies(events.select(*needed_columns(views))).persist(
-        StorageLevel.MEMORY_AND_DISK)  # only what the views read: no raw bytes cached
+    columns = view_columns(views)
+    events = (  # cache only what the views read: no raw bytes, no ids once deduplicated
+        first_copies(events.select(*sorted({*columns, "event_id", *KAFKA_ORDER})))
+        .select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+    )
     try:
         return [
             write_slice(spark, settings, view, start, end,
@@ -121,9 +127,9 @@ def recompute_views(
         events.unpersist()
 
 
-def needed_columns(views: Sequence[ViewDefinition]) -> list[str]:
-    """The bronze columns deduplication and these views read."""
-    columns = {"event_id", "event_type", "kafka_timestamp", "topic", "partition", "offset"}
+def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
+    """The bronze columns these views read."""
+    columns = {"event_type"}
     for view in views:
         columns |= {view.event_time, *view.dimensions,
                     *(m.column for m in view.measures if m.column)}

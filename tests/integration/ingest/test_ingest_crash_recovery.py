@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,33 +12,13 @@ from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
+from streaming_chaos import kill_mid_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EVENTS = 200_000
 KILLS = 3
-
-
-def batches(checkpoint: Path, log: str) -> set[int]:
-    folder = checkpoint / log
-    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.exists() else set()
-
-
-def kill_mid_batch(settings: Settings, committed_before: int, timeout: float = 120) -> int:
-    """Once a new batch has committed, SIGKILL the job while the next one is in flight
-    (planned in the offset log, not yet in the commit log); return the last committed batch."""
-    checkpoint = Path(settings.checkpoint_path(QUERY_NAME))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        committed = max(batches(checkpoint, "commits"), default=-1)
-        planned = max(batches(checkpoint, "offsets"), default=-1)
-        if committed > committed_before and planned > committed:
-            ingest_process(settings).kill()
-            assert max(batches(checkpoint, "commits"), default=-1) < planned, "not mid-batch"
-            return committed
-        time.sleep(0.05)
-    raise AssertionError(f"no batch in flight after batch {committed_before} within {timeout}s")
 
 
 def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark: SparkSession) -> None:
@@ -51,10 +30,11 @@ def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark:
         TrafficGenerator(profile), EventProducer(settings.kafka, settings.kafka.events_topic.name)
     )))
     producer.start()
-    last_committed = -1
+    checkpoints = [Path(settings.checkpoint_path(QUERY_NAME))]
+    last_committed: dict[Path, int] = {}
     for _ in range(KILLS):
         start_ingest_process(settings)
-        last_committed = kill_mid_batch(settings, last_committed)
+        last_committed = kill_mid_batch(ingest_process(settings), checkpoints, last_committed)
         assert ingest_process(settings).pid() is None
     producer.join(timeout=300)
     (manifest,) = manifests

@@ -1,0 +1,67 @@
+"""Supervisor of the speed layer: keep it running, fail visibly when it is stale or behind.
+
+ensure_running → check_health, and ``alert`` when the check fails. The speed application
+is its own long-lived process, never a worker slot: ``ensure_running`` starts it (or
+restarts it after a crash, from its checkpoints) and returns. ``check_health`` fails the
+run when the newest micro-batch is older than the freshness SLA while records wait, when a
+query stopped, or when the Kafka lag grew over several checks in a row. Pause this DAG to
+keep a speed layer that was stopped on purpose down; the DAG is active from the first
+``make up``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, task
+
+from lambdalake.settings import get_settings
+
+settings = get_settings()
+
+
+@dag(
+    dag_id="lambdalake_speed_supervisor",
+    schedule=timedelta(seconds=settings.speed.supervise_every_seconds),
+    start_date=datetime(2026, 11, 1),
+    catchup=False,
+    max_active_runs=1,
+    is_paused_upon_creation=False,  # supervision is on from the first `make up`
+    tags=["lambdalake", "speed", "supervisor"],
+    dagrun_timeout=timedelta(minutes=10),
+    doc_md=__doc__,
+)
+def lambdalake_speed_supervisor() -> None:
+    @task(execution_timeout=timedelta(minutes=6))
+    def ensure_running() -> str:
+        """Start the speed layer unless it runs (a crashed one resumes from its checkpoints)."""
+        from lambdalake.speed.supervisor import ensure_running as start_unless_running
+
+        outcome = start_unless_running(get_settings())
+        print(outcome)
+        return outcome
+
+    @task(execution_timeout=timedelta(minutes=1))
+    def check_health() -> str:
+        """Fail when the speed layer is not running, stale or falling behind."""
+        from airflow.exceptions import AirflowFailException
+
+        from lambdalake.speed.supervisor import check_health as check
+
+        health = check(get_settings())
+        if not health.healthy:
+            raise AirflowFailException(health.describe())
+        return health.describe()
+
+    @task(trigger_rule="one_failed")
+    def alert() -> None:
+        """Record the failure where operators look (the alerts log, and this task's log)."""
+        from lambdalake.speed.supervisor import check_health as check, record_alert
+
+        path = record_alert(get_settings(), check(get_settings()))
+        print(f"ALERT recorded in {path}")
+
+    ensure_running() >> check_health() >> alert()
+
+
+lambdalake_speed_supervisor()

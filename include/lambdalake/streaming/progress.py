@@ -1,0 +1,140 @@
+"""What a streaming application reports about itself, where the rest of the platform reads it.
+
+Each long-running Spark application (``ingest``, ``speed``) writes a status document to
+``<state dir>/status/<app>.json`` every few seconds (replaced atomically, so a reader never
+sees half a file) and appends the progress of each finished micro-batch to
+``<state dir>/status/<app>-batches.jsonl``. The status command, DAG sensors, the speed
+layer's supervisor and the benchmarks read these files; none of them needs the JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lambdalake.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+
+def status_path(settings: Settings, app: str) -> Path:
+    return settings.state_dir / "status" / f"{app}.json"
+
+
+def read_status(settings: Settings, app: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(status_path(settings, app).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write_status(settings: Settings, app: str, document: dict[str, Any]) -> None:
+    path = status_path(settings, app)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(document, default=str))
+    partial.replace(path)  # readers never see half a file
+
+
+def history_path(settings: Settings, app: str) -> Path:
+    return settings.state_dir / "status" / f"{app}-batches.jsonl"
+
+
+def read_history(settings: Settings, app: str) -> list[dict[str, Any]]:
+    """Every recorded batch; a batch replayed after a crash appears once per replay."""
+    try:
+        lines = history_path(settings, app).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def kafka_offsets(raw: Any) -> dict[str, int]:
+    """Spark reports Kafka offsets as {"topic": {"partition": offset}} (maybe as JSON text)."""
+    if isinstance(raw, str):  # the first batch has no start offset: Spark says 'None'
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = {}
+    merged: dict[str, int] = {}
+    for topic, partitions in (raw if isinstance(raw, dict) else {}).items():
+        for partition, offset in partitions.items():
+            merged[f"{topic}:{partition}"] = int(offset)
+    return merged
+
+
+def consumed_offsets(document: dict[str, Any]) -> dict[str, int]:
+    """The Kafka offsets an application has committed up to, from its status document: its
+    query's, or for an application of several queries (one per view) the least of them."""
+    documents = list((document.get("views") or {}).values()) or [document]
+    partitions = set().union(*(d.get("end_offsets", {}) for d in documents))
+    return {p: min(d.get("end_offsets", {}).get(p, 0) for d in documents) for p in partitions}
+
+
+def dropped_by_watermark(progress: dict[str, Any]) -> int:
+    """Rows a batch's stateful operators dropped because they were older than the watermark."""
+    return sum(int(op.get("numRowsDroppedByWatermark") or 0)
+               for op in progress.get("stateOperators") or [])
+
+
+def query_progress(query: StreamingQuery) -> dict[str, Any]:
+    """What the platform needs to know of one query, from its last progress report."""
+    progress = query.lastProgress or {}
+    source = (progress.get("sources") or [{}])[0]
+    end = kafka_offsets(source.get("endOffset"))
+    latest = kafka_offsets(source.get("latestOffset"))
+    lag = {p: latest[p] - end.get(p, 0) for p in latest}
+    operators = progress.get("stateOperators") or []
+    return {
+        "query": query.name,
+        "run_id": str(query.id),
+        "active": query.isActive,
+        "written_at": time.time(),
+        "batch_id": progress.get("batchId"),
+        "batch_timestamp": progress.get("timestamp"),
+        "input_rows": progress.get("numInputRows"),
+        "input_rows_per_second": progress.get("inputRowsPerSecond"),
+        "processed_rows_per_second": progress.get("processedRowsPerSecond"),
+        "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in operators),
+        "state_bytes": sum(int(op.get("memoryUsedBytes") or 0) for op in operators),
+        "end_offsets": end,
+        "latest_offsets": latest,
+        "lag_per_partition": lag,
+        "lag": sum(lag.values()),
+    }
+
+
+def record_batches(
+    settings: Settings, app: str, queries: Iterable[StreamingQuery], recorded: dict[str, int]
+) -> list[dict[str, Any]]:
+    """Append each query's batches newer than ``recorded[query name]`` to the app's batch
+    history (JSON lines) and return them; ``recorded`` is updated in place."""
+    new: list[dict[str, Any]] = []
+    for query in queries:
+        newest = recorded.get(query.name, -1)
+        for progress in query.recentProgress:
+            batch = progress["batchId"]
+            if batch <= newest:
+                continue
+            newest = batch
+            dropped = dropped_by_watermark(progress)
+            if progress["numInputRows"] or dropped:
+                new.append({
+                    "query": query.name, "run_id": str(query.id), "batch_id": batch,
+                    "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
+                    "dropped_by_watermark": dropped,
+                    "duration_ms": progress["durationMs"].get("triggerExecution"),
+                })
+        recorded[query.name] = newest
+    if new:
+        path = history_path(settings, app)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as history:
+            history.writelines(json.dumps(entry) + "\n" for entry in new)
+    return new

@@ -1,0 +1,79 @@
+"""The driver loop of a long-running streaming application: report, stop gracefully.
+
+``run_until_stopped`` keeps an application's status file and batch history current while
+its queries run. On SIGTERM or SIGINT it stops each query as soon as that query is between
+micro-batches, so the batch in flight finishes; under a backlog, where batches run back to
+back, a second signal or ``GRACEFUL_STOP_SECONDS`` interrupts it instead (every sink of the
+platform is idempotent per batch, so the replay after restart is harmless).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from lambdalake.settings import Settings
+from lambdalake.streaming.progress import record_batches, write_status
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+GRACEFUL_STOP_SECONDS = 60.0
+
+
+def run_until_stopped(
+    settings: Settings,
+    app: str,
+    queries: Sequence[StreamingQuery],
+    status: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    interval: float,
+) -> None:
+    """Run until every query has stopped; raise if one failed.
+
+    ``status`` turns the batches recorded since its last call into the status document.
+    """
+    stop: list[float] = []  # when each stop signal arrived
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.append(time.monotonic())
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, request_stop)
+    recorded: dict[str, int] = {}
+    last_status = 0.0
+    try:
+        while any(query.isActive for query in queries):
+            time.sleep(min(interval, 0.5))
+            if time.monotonic() - last_status >= interval:
+                write_status(settings, app, status(record_batches(settings, app, queries,
+                                                                  recorded)))
+                last_status = time.monotonic()
+            if stop:
+                _stop_queries(app, queries, force=len(stop) > 1
+                              or time.monotonic() - stop[0] > GRACEFUL_STOP_SECONDS)
+            failed = [q for q in queries if not q.isActive and q.exception() is not None]
+            if failed:
+                break
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        write_status(settings, app, status(record_batches(settings, app, queries, recorded)))
+    for query in queries:
+        if query.exception() is not None:
+            raise RuntimeError(f"{app}: query {query.name} failed: {query.exception()}")
+
+
+def _stop_queries(app: str, queries: Sequence[StreamingQuery], force: bool) -> None:
+    for query in queries:
+        if not query.isActive:
+            continue
+        if not query.status["isTriggerActive"]:
+            print(f"{app}: stop requested; {query.name} finished its micro-batch", flush=True)
+            query.stop()
+        elif force:
+            print(f"{app}: stop requested; interrupting {query.name}'s micro-batch", flush=True)
+            query.stop()

@@ -1,0 +1,90 @@
+"""A streaming application as a long-running process of the stack: start, stop, health.
+
+Each application (``ingest``, ``speed``) is a Spark driver started from ``spark_jobs/<app>.py``
+in its own session, with exactly the caller's settings in its environment. Its checkpoint
+decides where it resumes, so starting it again after a crash is all a restart needs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from lambdalake.orchestration.spark_jobs import job_path
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.stack.process import ManagedProcess, StackError
+from lambdalake.streaming.progress import consumed_offsets, read_status, status_path
+
+
+def app_process(settings: Settings, app: str) -> ManagedProcess:
+    return ManagedProcess(app, settings.state_dir / "run")
+
+
+def start_app_process(settings: Settings, app: str) -> int:
+    """Start ``spark_jobs/<app>.py`` detached with these settings (a no-op if it runs)."""
+    return app_process(settings, app).start(
+        [sys.executable, str(job_path(app))],
+        env={**os.environ, **settings.to_environment()},
+        cwd=PROJECT_ROOT,
+    )
+
+
+class StreamingService:
+    """One streaming application as a component of the platform."""
+
+    def __init__(self, settings: Settings, app: str) -> None:
+        self.settings = settings
+        self.app = app
+        self.process = app_process(settings, app)
+
+    def start(self, timeout: float = 180.0) -> int:
+        """Start unless running; wait until every query reports progress; return the pid."""
+        from lambdalake.kafka.topics import ensure_topic
+
+        ensure_topic(self.settings.kafka, self.settings.kafka.events_topic)
+        if self.process.pid() is None:  # a status left by a crashed run must not count
+            status_path(self.settings, self.app).unlink(missing_ok=True)
+        pid = start_app_process(self.settings, self.app)
+        self.process.wait_until(
+            lambda: (read_status(self.settings, self.app) or {}).get("active") is True, timeout,
+            "its streaming queries report progress",
+        )
+        return pid
+
+    def stop(self) -> bool:
+        """Stop gracefully: the running micro-batches finish; True if it was running."""
+        return self.process.stop(timeout=120, root_first=True)
+
+
+def topic_end_offsets(settings: Settings) -> dict[str, int]:
+    """The events topic's high watermark per partition, straight from Kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = settings.kafka.events_topic.name
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": "lambdalake-lag-probe",
+                         "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        ends = {}
+        for partition in metadata.topics[topic].partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            ends[f"{topic}:{partition}"] = high
+        return ends
+    finally:
+        consumer.close()
+
+
+def wait_caught_up(settings: Settings, app: str, timeout: float = 300.0) -> dict[str, int]:
+    """Wait until ``app`` has committed every record now in the topic (every query of it)."""
+    target = topic_end_offsets(settings)
+    process = app_process(settings, app)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = consumed_offsets(read_status(settings, app) or {})
+        if all(done.get(p, 0) >= end for p, end in target.items()):
+            return target
+        if process.pid() is None:
+            raise StackError(f"{app} is not running; see {process.log_file}:\n{process.log_tail()}")
+        time.sleep(0.5)
+    raise StackError(f"{app} did not catch up with {target} within {timeout:.0f}s")

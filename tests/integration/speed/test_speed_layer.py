@@ -1,0 +1,189 @@
+"""The speed layer on real Kafka, SIGKILLed three times and restarted by its supervisor,
+converges to the batch layer: every closed interval's exact measures equal the batch
+layer's, approximate ones are within their stated error, and events older than the
+watermark are counted per view (the batch layer includes them)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from streaming_chaos import kill_mid_batch
+
+from lambdalake.contracts import encode_event
+from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.ingest.service import start_ingest_process, wait_caught_up
+from lambdalake.kafka.producer import EventProducer
+from lambdalake.kafka.topics import ensure_topic
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import current_rows
+from lambdalake.speed.stream import APP, query_name
+from lambdalake.speed.supervisor import ensure_running
+from lambdalake.streaming import service
+from lambdalake.streaming.progress import read_status
+from lambdalake.streaming.service import app_process
+from lambdalake.views.batch import recompute_views
+from lambdalake.views.catalog import current_table_path
+from lambdalake.views.definition import ViewDefinition, load_views
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EVENTS = 200_000
+KILLS = 3
+TOO_LATE = 40  # page views sent ~3 hours behind the stream: older than every watermark
+TOO_LATE_PAGE = "/too-late"
+HOURS = 3
+
+
+@dataclass
+class SpeedRun:
+    settings: Settings
+    start: datetime
+    manifest: Manifest
+    supervisor_said: list[str]
+    status: dict[str, Any]
+
+
+def too_late_copies(profile: TrafficProfile, count: int) -> list[dict[str, Any]]:
+    """New page views of users and sessions active in the first hour, dated then."""
+    assert profile.start_time is not None
+    first_hour = [(profile.start_time + timedelta(minutes=m)).isoformat(timespec="milliseconds")
+                  .replace("+00:00", "Z")
+                  for m in (5, 60)]  # late events of the generator reach back 3 minutes
+    copies = []
+    for record in TrafficGenerator(profile).records():
+        event = record.event
+        if record.kind == "valid" and event["event_type"] == "page_view" and \
+                first_hour[0] <= event["occurred_at"] < first_hour[1]:
+            copies.append({**event, "event_id": str(uuid.uuid5(uuid.NAMESPACE_URL, str(len(copies)))),
+                           "page": TOO_LATE_PAGE})
+        if len(copies) == count:
+            return copies
+    raise AssertionError("not enough first-hour page views to copy")
+
+
+@pytest.fixture(scope="module")
+def speed_run(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpeedRun]:
+    root = tmp_path_factory.mktemp("speed")
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in {
+            "LAMBDALAKE_KAFKA__EVENTS_TOPIC__NAME": f"test.speed.{uuid.uuid4().hex[:8]}",
+            "LAMBDALAKE_LAKE__ROOT": str(root / "lake"),
+            "LAMBDALAKE_LAKE__CHECKPOINT_ROOT": str(root / "checkpoints"),
+            "LAMBDALAKE_STATE_DIR": str(root / "state"),
+            "LAMBDALAKE_INGEST__TRIGGER_INTERVAL": "1 second",
+            "LAMBDALAKE_SPEED__MAX_OFFSETS_PER_TRIGGER": "30000",
+            "LAMBDALAKE_SPEED__STATUS_INTERVAL_SECONDS": "0.5",
+        }.items():
+            patch.setenv(key, value)
+        settings = Settings()
+        ensure_topic(settings.kafka, settings.kafka.events_topic)
+        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
+        profile = TrafficProfile(count=EVENTS, rate=4_000, start_time=start,
+                                 event_time_rate=EVENTS / (HOURS * 3600), late_fraction=0.05,
+                                 max_lateness_minutes=3, duplicate_fraction=0.02,
+                                 malformed_fraction=0.01, users=2_000, pages=20, products=40,
+                                 seed=31)
+        producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
+        manifests: list[Manifest] = []
+        sending = threading.Thread(target=lambda: manifests.append(
+            produce_traffic(TrafficGenerator(profile), producer)))
+        try:
+            start_ingest_process(settings)
+            sending.start()
+            process = app_process(settings, APP)
+            checkpoints = [Path(settings.checkpoint_path(query_name(v))) for v in load_views()]
+            said, last_committed = [], {}
+            for _ in range(KILLS):
+                said.append(ensure_running(settings))
+                last_committed = kill_mid_batch(process, checkpoints, last_committed)
+                assert process.pid() is None
+            said.append(ensure_running(settings))
+            sending.join(timeout=600)
+            service.wait_caught_up(settings, APP, timeout=600)
+            for event in too_late_copies(profile, TOO_LATE):
+                producer.send(event["user_id"].encode(), encode_event(event))
+            producer.flush()
+            service.wait_caught_up(settings, APP, timeout=300)
+            wait_caught_up(settings, timeout=600)
+            yield SpeedRun(settings, start, manifests[0], said, read_status(settings, APP) or {})
+        finally:
+            app_process(settings, APP).stop(timeout=60, root_first=True)
+            app_process(settings, "ingest").stop(timeout=60, root_first=True)
+
+
+def closed_windows(run: SpeedRun, view: ViewDefinition) -> datetime:
+    """Windows that end at or before this view's watermark are closed in the speed layer."""
+    watermark = run.status["views"][view.name]["watermark"]
+    return datetime.fromisoformat(watermark.replace("Z", "+00:00"))
+
+
+def both_layers(spark: SparkSession, run: SpeedRun, view: ViewDefinition
+                ) -> tuple[dict[tuple, dict], dict[tuple, dict]]:
+    """{key: measures} of the batch and the real-time view, for the closed windows."""
+    watermark = closed_windows(run, view)
+    end = watermark.replace(minute=0, second=0, microsecond=0)
+    recompute_views(spark, run.settings, [view], run.start, end, "convergence-test")
+    measures = [m.name for m in view.measures]
+
+    def rows(frame: Any) -> dict[tuple, dict]:
+        picked = frame.where(frame.window_start >= run.start.replace(tzinfo=None)) \
+            .where(frame.window_end <= end.replace(tzinfo=None))
+        return {tuple(r[k] for k in view.key): {m: r[m] for m in measures}
+                for r in picked.collect()}
+
+    batch = rows(spark.read.format("delta").load(current_table_path(run.settings, view.name)))
+    return batch, rows(current_rows(spark, run.settings, view))
+
+
+def test_the_supervisor_restarted_the_speed_layer_after_each_kill(speed_run: SpeedRun) -> None:
+    said = speed_run.supervisor_said
+    assert said[0].startswith("speed layer started"), said
+    assert all(s.startswith("speed layer restarted after a crash") for s in said[1:]), said
+    assert len(said) == KILLS + 1
+    assert speed_run.manifest.acknowledged == speed_run.manifest.produced == EVENTS
+
+
+@pytest.mark.parametrize("view_name", ["page_traffic", "product_sales", "funnel"])
+def test_closed_intervals_converge_to_the_batch_layer(
+    spark: SparkSession, speed_run: SpeedRun, view_name: str
+) -> None:
+    view = load_views()[view_name]
+    batch, realtime = both_layers(spark, speed_run, view)
+    if view_name == "page_traffic":  # dropped as too late by the speed layer only
+        (late_key,) = [k for k in batch if k[1] == TOO_LATE_PAGE]
+        assert batch.pop(late_key)["views"] == TOO_LATE
+    assert len({key[0] for key in batch}) >= HOURS - 1, "too few closed windows to compare"
+    assert realtime.keys() == batch.keys()
+    for measure in view.measures:
+        pairs = [(batch[k][measure.name], realtime[k][measure.name]) for k in batch]
+        if measure.exact_in_speed_layer:
+            wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs) if b != r]
+            assert not wrong, f"{measure.name}: {len(wrong)} of {len(pairs)} differ: {wrong[:5]}"
+        else:  # HyperLogLog++: relative standard deviation view.approx_distinct_rsd
+            rsd = view.approx_distinct_rsd
+            errors = [abs(r - b) / b for b, r in pairs if b]
+            assert max(errors) <= 4 * rsd, f"{measure.name}: worst relative error {max(errors):.3f}"
+            assert sum(errors) / len(errors) <= rsd, f"{measure.name}: mean error too large"
+
+
+def test_events_older_than_the_watermark_are_counted_per_view(speed_run: SpeedRun) -> None:
+    dropped = {name: view["dropped_by_watermark_total"]
+               for name, view in speed_run.status["views"].items()}
+    assert dropped == {"page_traffic": TOO_LATE, "funnel": TOO_LATE, "product_sales": 0}
+
+
+def test_the_status_reports_each_query(speed_run: SpeedRun) -> None:
+    for name, view in speed_run.status["views"].items():
+        assert view["active"] is True, name
+        assert view["lag"] == 0 and set(view["lag_per_partition"]) == set(view["end_offsets"])
+        assert view["watermark"] > speed_run.start.isoformat()[:19], name
+        assert view["state_rows"] > 0, name
+        assert view["batch_timestamp"] and view["processed_rows_per_second"] is not None

@@ -1,0 +1,94 @@
+"""Speed layer logic that needs no JVM: late-row totals, status reading and the
+supervisor's verdicts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from lambdalake.settings import Settings
+from lambdalake.speed.stream import APP, dropped_totals
+from lambdalake.speed.supervisor import check_health, ensure_running
+from lambdalake.streaming.progress import (
+    consumed_offsets,
+    dropped_by_watermark,
+    history_path,
+    write_status,
+)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path / "state")
+
+
+def test_dropped_rows_of_a_replayed_batch_count_once(settings: Settings) -> None:
+    path = history_path(settings, APP)
+    path.parent.mkdir(parents=True)
+    entries = [
+        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
+        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},  # replay
+        {"query": "speed_funnel", "run_id": "a", "batch_id": 2, "dropped_by_watermark": 4},
+        {"query": "speed_page_traffic", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
+    ]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    assert dropped_totals(settings) == {"speed_funnel": 7, "speed_page_traffic": 5}
+
+
+def test_rows_dropped_by_watermark_add_up_over_stateful_operators() -> None:
+    progress = {"stateOperators": [{"numRowsDroppedByWatermark": 2},
+                                   {"numRowsDroppedByWatermark": 5}, {}]}
+    assert dropped_by_watermark(progress) == 7
+    assert dropped_by_watermark({}) == 0
+
+
+def test_an_application_of_several_queries_has_consumed_what_its_slowest_query_has() -> None:
+    document = {"views": {
+        "a": {"end_offsets": {"t:0": 10, "t:1": 7}},
+        "b": {"end_offsets": {"t:0": 4, "t:1": 9}},
+    }}
+    assert consumed_offsets(document) == {"t:0": 4, "t:1": 7}
+    assert consumed_offsets({"end_offsets": {"t:0": 3}}) == {"t:0": 3}  # one query (ingest)
+
+
+def status(lag: int, batch_age: float, now: float) -> dict:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now - batch_age))
+    view = {"active": True, "lag": lag, "batch_timestamp": stamp}
+    return {"written_at": now, "active": True, "views": {"page_traffic": view}}
+
+
+def test_the_supervisor_reports_a_stopped_and_a_stale_speed_layer(settings: Settings) -> None:
+    now = float(int(time.time()))  # whole seconds, like the stamps below
+    health = check_health(settings, now)
+    assert not health.healthy and "not running" in health.problems
+    assert any("no status" in p for p in health.problems)
+
+    write_status(settings, APP, status(lag=500, batch_age=600, now=now))
+    stale = check_health(settings, now)
+    assert any("500 records waiting and no batch for 600s" in p for p in stale.problems)
+
+    write_status(settings, APP, status(lag=0, batch_age=600, now=now))
+    idle = check_health(settings, now)
+    assert idle.problems == ["not running"], "an idle stream with no lag is fresh"
+
+
+def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> None:
+    now = float(int(time.time()))  # whole seconds, like the stamps below
+    checks = settings.speed.lag_growth_checks
+    verdicts = []
+    for lag in range(100, 100 * (checks + 1), 100):
+        write_status(settings, APP, status(lag=lag, batch_age=1, now=now))
+        verdicts.append(check_health(settings, now).problems)
+    assert not any("lag grew" in p for p in verdicts[-2])
+    assert any("lag grew" in p for p in verdicts[-1])
+
+
+def test_under_a_container_orchestrator_the_supervisor_only_checks(settings: Settings) -> None:
+    settings.speed.process_manager = "container"
+    assert "not started here" in ensure_running(settings)
+    now = float(int(time.time()))
+    write_status(settings, APP, status(lag=0, batch_age=1, now=now))
+    assert check_health(settings, now).healthy  # running elsewhere: the fresh status says so
