@@ -95,5 +95,6 @@ def run(spark: SparkSession, settings: Settings) -> None:
     """Run the ingest query until it fails or a stop signal arrives."""
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
-    run_until_stopped(settings, QUERY_NAME, [query], lambda _new: query_progress(query),
+    run_until_stopped(settings, QUERY_NAME, [query],
+                      lambda snapshots, _new: query_progress(snapshots[0]),
                       settings.ingest.status_interval_seconds)

@@ -203,3 +203,17 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
         reason.alias("quarantine_reason"),
         F.nullif(detail, F.lit("")).alias("quarantine_detail"),
     )
+
+
+def valid_only(classified: DataFrame) -> DataFrame:
+    """The valid rows of ``classify``'s output, without classifying each row many times over.
+
+    Spark pushes a filter below deterministic projections by inlining them, so a plain
+    filter on ``quarantine_reason`` would carry every helper column into the condition:
+    each record's JSON parsed ~130 times (measured 6.5 s instead of 1.1 s per 30,000
+    records). A non-deterministic column that the filter reads keeps it above them.
+    """
+    from pyspark.sql import functions as F
+
+    fenced = classified.withColumn("_fence", F.rand(seed=0))
+    return fenced.where(F.col("quarantine_reason").isNull() & (F.col("_fence") >= 0)).drop("_fence")

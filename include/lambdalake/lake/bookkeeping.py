@@ -8,11 +8,13 @@ backfill runs publishing at once) are blind appends, which Delta commits without
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-_CREATE_ATTEMPTS = 3
+_ATTEMPTS = 5
 
 
 def delta_rs_uri(path: str) -> str:
@@ -29,15 +31,21 @@ def read_rows(path: str, schema: pa.Schema) -> list[dict]:
 
 
 def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> None:
-    """Append ``rows`` in one commit (creating the table on first use)."""
+    """Append ``rows`` in one commit (creating the table on first use).
+
+    Writers that find the table missing at the same moment race to create it; the loser's
+    create may land as a metadata commit right after the winner's, which fails appends that
+    read the table before it ("Metadata changed since last commit"). A failed commit wrote
+    nothing, so the append is simply tried again.
+    """
     uri = delta_rs_uri(path)
-    for attempt in range(_CREATE_ATTEMPTS):
-        if not DeltaTable.is_deltatable(uri):
-            try:
+    for attempt in range(_ATTEMPTS):
+        try:
+            if not DeltaTable.is_deltatable(uri):
                 DeltaTable.create(uri, schema=schema, mode="ignore")
-            except CommitFailedError:  # another writer created it first: append to theirs
-                if attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-                continue
-        break
-    write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
+            write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
+            return
+        except CommitFailedError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import kafka_stream
-from lambdalake.ingest.validation import classify
+from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import append_updates
-from lambdalake.streaming.progress import query_progress, read_history
+from lambdalake.streaming.progress import QuerySnapshot, query_progress, read_history
 from lambdalake.streaming.runner import run_until_stopped
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -57,8 +57,9 @@ def view_updates(events: DataFrame, view: ViewDefinition) -> DataFrame:
 
 
 def valid_events(spark: SparkSession, settings: Settings, contracts: ContractRegistry) -> DataFrame:
+    """The records ingest would put in bronze, typed (the others: skipped, never fatal)."""
     records = kafka_stream(spark, settings, settings.speed.max_offsets_per_trigger)
-    return classify(records, contracts, settings.ingest).where("quarantine_reason IS NULL")
+    return valid_only(classify(records, contracts, settings.ingest))
 
 
 def start_view_query(
@@ -116,16 +117,18 @@ def dropped_totals(settings: Settings) -> Counter[str]:
 
 
 def status_document(
-    queries: dict[str, StreamingQuery], late: LateRows, new_batches: list[dict[str, Any]],
-    pid: int,
+    views: list[str], snapshots: list[QuerySnapshot], late: LateRows,
+    new_batches: list[dict[str, Any]], pid: int,
 ) -> dict[str, Any]:
     """The speed layer's status: one entry per view, with its cumulative late-dropped rows."""
     late.add(new_batches)
     dropped = late.totals()
-    views = {name: {**query_progress(query), "dropped_by_watermark_total": dropped[query.name]}
-             for name, query in queries.items()}
+    entries = {
+        view: {**query_progress(snapshot), "dropped_by_watermark_total": dropped[snapshot.name]}
+        for view, snapshot in zip(views, snapshots, strict=True)
+    }
     return {"app": APP, "pid": pid, "written_at": time.time(),
-            "active": all(q.isActive for q in queries.values()), "views": views}
+            "active": all(s.active for s in snapshots), "views": entries}
 
 
 def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = None) -> None:
@@ -139,7 +142,7 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
           flush=True)
     run_until_stopped(
         settings, APP, list(queries.values()),
-        lambda new: status_document(queries, late, new, os.getpid()),
+        lambda snapshots, new: status_document(list(queries), snapshots, late, new, os.getpid()),
         settings.speed.status_interval_seconds,
     )
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,18 +82,33 @@ def dropped_by_watermark(progress: dict[str, Any]) -> int:
                for op in progress.get("stateOperators") or [])
 
 
-def query_progress(query: StreamingQuery) -> dict[str, Any]:
+@dataclass(frozen=True)
+class QuerySnapshot:
+    """One read of a query's state: the status document and the batch history are both
+    built from it, so they always agree (a batch shown as done is also recorded)."""
+
+    name: str
+    run_id: str
+    active: bool
+    recent: list[dict[str, Any]]  # Spark's recentProgress, oldest first
+
+    @classmethod
+    def of(cls, query: StreamingQuery) -> QuerySnapshot:
+        return cls(query.name, str(query.id), query.isActive, list(query.recentProgress))
+
+
+def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
     """What the platform needs to know of one query, from its last progress report."""
-    progress = query.lastProgress or {}
+    progress = snapshot.recent[-1] if snapshot.recent else {}
     source = (progress.get("sources") or [{}])[0]
     end = kafka_offsets(source.get("endOffset"))
     latest = kafka_offsets(source.get("latestOffset"))
     lag = {p: latest[p] - end.get(p, 0) for p in latest}
     operators = progress.get("stateOperators") or []
     return {
-        "query": query.name,
-        "run_id": str(query.id),
-        "active": query.isActive,
+        "query": snapshot.name,
+        "run_id": snapshot.run_id,
+        "active": snapshot.active,
         "written_at": time.time(),
         "batch_id": progress.get("batchId"),
         "batch_timestamp": progress.get("timestamp"),
@@ -111,14 +127,14 @@ def query_progress(query: StreamingQuery) -> dict[str, Any]:
 
 
 def record_batches(
-    settings: Settings, app: str, queries: Iterable[StreamingQuery], recorded: dict[str, int]
+    settings: Settings, app: str, snapshots: Sequence[QuerySnapshot], recorded: dict[str, int]
 ) -> list[dict[str, Any]]:
     """Append each query's batches newer than ``recorded[query name]`` to the app's batch
     history (JSON lines) and return them; ``recorded`` is updated in place."""
     new: list[dict[str, Any]] = []
-    for query in queries:
-        newest = recorded.get(query.name, -1)
-        for progress in query.recentProgress:
+    for snapshot in snapshots:
+        newest = recorded.get(snapshot.name, -1)
+        for progress in snapshot.recent:
             batch = progress["batchId"]
             if batch <= newest:
                 continue
@@ -126,12 +142,12 @@ def record_batches(
             dropped = dropped_by_watermark(progress)
             if progress["numInputRows"] or dropped:
                 new.append({
-                    "query": query.name, "run_id": str(query.id), "batch_id": batch,
+                    "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
                     "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
                     "dropped_by_watermark": dropped,
                     "duration_ms": progress["durationMs"].get("triggerExecution"),
                 })
-        recorded[query.name] = newest
+        recorded[snapshot.name] = newest
     if new:
         path = history_path(settings, app)
         path.parent.mkdir(parents=True, exist_ok=True)

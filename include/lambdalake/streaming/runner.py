@@ -16,7 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.settings import Settings
-from lambdalake.streaming.progress import record_batches, write_status
+from lambdalake.streaming.progress import QuerySnapshot, record_batches, write_status
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -28,12 +28,13 @@ def run_until_stopped(
     settings: Settings,
     app: str,
     queries: Sequence[StreamingQuery],
-    status: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    status: Callable[[list[QuerySnapshot], list[dict[str, Any]]], dict[str, Any]],
     interval: float,
 ) -> None:
     """Run until every query has stopped; raise if one failed.
 
-    ``status`` turns the batches recorded since its last call into the status document.
+    ``status`` turns one snapshot of the queries, and the batches it recorded, into the
+    status document.
     """
     stop: list[float] = []  # when each stop signal arrived
 
@@ -43,13 +44,18 @@ def run_until_stopped(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, request_stop)
     recorded: dict[str, int] = {}
+
+    def report() -> None:
+        snapshots = [QuerySnapshot.of(query) for query in queries]
+        write_status(settings, app, status(snapshots, record_batches(settings, app, snapshots,
+                                                                     recorded)))
+
     last_status = 0.0
     try:
         while any(query.isActive for query in queries):
             time.sleep(min(interval, 0.5))
             if time.monotonic() - last_status >= interval:
-                write_status(settings, app, status(record_batches(settings, app, queries,
-                                                                  recorded)))
+                report()
                 last_status = time.monotonic()
             if stop:
                 _stop_queries(app, queries, force=len(stop) > 1
@@ -61,7 +67,7 @@ def run_until_stopped(
         for query in queries:
             if query.isActive:
                 query.stop()
-        write_status(settings, app, status(record_batches(settings, app, queries, recorded)))
+        report()
     for query in queries:
         if query.exception() is not None:
             raise RuntimeError(f"{app}: query {query.name} failed: {query.exception()}")

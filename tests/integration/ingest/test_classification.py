@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.generator import TrafficGenerator, TrafficProfile
-from lambdalake.ingest.validation import classify
+from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,3 +73,20 @@ def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings)
         if isinstance(event, dict) and reason in (None, "wrong_type", "missing_required",
                                                   "constraint_violation"):
             assert (registry.errors(event) == []) == (reason is None), name
+
+
+def test_valid_only_keeps_the_valid_records_and_parses_each_record_once(
+    spark: SparkSession, settings: Settings
+) -> None:
+    profile = TrafficProfile(count=500, seed=4, start_time=NOW, malformed_fraction=0.3)
+    records = list(TrafficGenerator(profile).records())
+    rows = [(b"k", r.value, "t", 0, i, NOW.replace(tzinfo=None), 0) for i, r in enumerate(records)]
+    classified = classify(spark.createDataFrame(rows, KAFKA_SCHEMA), ContractRegistry(),
+                          settings.ingest)
+    valid = valid_only(classified).select("offset", "event_id")
+    expected = [i for i, r in enumerate(records) if r.kind in ("valid", "duplicate")]
+    assert sorted(r.offset for r in valid.collect()) == expected
+    plan = valid._jdf.queryExecution().executedPlan().toString().lower()
+    assert plan.count("parsejson") == 1, "the filter was pushed below classify's projections"
+    plain = classified.where("quarantine_reason IS NULL").select("offset", "event_id")
+    assert plain._jdf.queryExecution().executedPlan().toString().lower().count("parsejson") > 1
