@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import statistics
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -13,7 +15,8 @@ from typing import Any
 
 import psutil
 
-from lambdalake.settings import Settings, isolated_environment
+from lambdalake.kafka.topics import ensure_topic
+from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
 
 BENCH_ENV = isolated_environment("bench", port_prefix=4)
@@ -90,3 +93,18 @@ class Stopwatch:
 
     def __exit__(self, *_: object) -> None:
         self.seconds = time.perf_counter() - self.started
+
+
+def fresh_run(settings: Settings, label: str) -> Settings:
+    """Settings pointing at a new topic, lake, checkpoints and state (nothing left from
+    earlier runs)."""
+    root = settings.state_dir / "runs" / f"{label}-{uuid.uuid4().hex[:6]}"
+    shutil.rmtree(root, ignore_errors=True)
+    copy = settings.model_copy(deep=True)
+    copy.kafka.events_topic = TopicSettings(name=f"bench.{label}.{uuid.uuid4().hex[:6]}",
+                                            partitions=3)
+    copy.lake.root = str(root / "lake")
+    copy.lake.checkpoint_root = str(root / "checkpoints")
+    copy.state_dir = root / "state"
+    ensure_topic(copy.kafka, copy.kafka.events_topic)
+    return copy

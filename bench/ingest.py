@@ -13,7 +13,6 @@ this is exact per record, measured after the run (nothing is added to the hot pa
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import uuid
 from datetime import UTC, datetime
@@ -23,28 +22,13 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable
 
-from bench.common import Result, Stopwatch, summary
+from bench.common import Result, Stopwatch, fresh_run, summary
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.stream import history_path
 from lambdalake.kafka.producer import EventProducer
-from lambdalake.kafka.topics import ensure_topic
 from lambdalake.lake.bronze import BRONZE_TABLE
-from lambdalake.settings import Settings, TopicSettings
-
-
-def _fresh_topic(settings: Settings, label: str) -> Settings:
-    """Settings pointing at a new topic, lake and checkpoint (nothing left from earlier runs)."""
-    root = settings.state_dir / "runs" / f"{label}-{uuid.uuid4().hex[:6]}"
-    shutil.rmtree(root, ignore_errors=True)
-    copy = settings.model_copy(deep=True)
-    copy.kafka.events_topic = TopicSettings(name=f"bench.{label}.{uuid.uuid4().hex[:6]}",
-                                            partitions=3)
-    copy.lake.root = str(root / "lake")
-    copy.lake.checkpoint_root = str(root / "checkpoints")
-    copy.state_dir = root / "state"
-    ensure_topic(copy.kafka, copy.kafka.events_topic)
-    return copy
+from lambdalake.settings import Settings
 
 
 def _run_ingest(settings: Settings, **ingest: str | int) -> None:
@@ -72,7 +56,7 @@ def bare_consumer_drain(settings: Settings, expected: int) -> float:
 
 
 def throughput(settings: Settings, records: int) -> Result:
-    run = _fresh_topic(settings, "throughput")
+    run = fresh_run(settings, "throughput")
     profile = TrafficProfile(count=records, malformed_fraction=0.01, duplicate_fraction=0.02,
                              seed=101)
     manifest = produce_traffic(TrafficGenerator(profile),
@@ -97,7 +81,7 @@ def throughput(settings: Settings, records: int) -> Result:
 
 
 def freshness(settings: Settings, rate: int, seconds: int) -> Result:
-    run = _fresh_topic(settings, f"freshness{rate}")
+    run = fresh_run(settings, f"freshness{rate}")
     _run_ingest(run, trigger_interval="0 seconds")
     wait_caught_up(run, timeout=300)  # the query is up before the clock starts
     time.sleep(3)

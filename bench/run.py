@@ -2,7 +2,7 @@
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
-    python -m bench.run --only batch        # one benchmark (ingest or batch)
+    python -m bench.run --only batch        # one benchmark (ingest, batch or speed)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/.
@@ -16,12 +16,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import batch, ingest
+from bench import batch, ingest, speed
 from bench.common import Result, bench_environment, machine
 
 RESULTS_DIR = Path(__file__).parent / "results"
-BENCHMARKS = {"ingest": ingest.run, "batch": batch.run}
-NEEDS_KAFKA = {"ingest"}
+BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run}
+NEEDS_KAFKA = {"ingest", "speed"}
 
 
 def _number(value: float) -> str:

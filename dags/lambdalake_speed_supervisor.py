@@ -1,12 +1,12 @@
 """Supervisor of the speed layer: keep it running, fail visibly when it is stale or behind.
 
-ensure_running → check_health, and ``alert`` when the check fails. The speed application
-is its own long-lived process, never a worker slot: ``ensure_running`` starts it (or
-restarts it after a crash, from its checkpoints) and returns. ``check_health`` fails the
-run when the newest micro-batch is older than the freshness SLA while records wait, when a
-query stopped, or when the Kafka lag grew over several checks in a row. Pause this DAG to
-keep a speed layer that was stopped on purpose down; the DAG is active from the first
-``make up``.
+``supervise``, then ``alert`` when it failed. The speed application is its own long-lived
+process, never a worker slot: ``supervise`` starts it unless it runs (after a crash it
+resumes from its checkpoints), then fails the run when the newest micro-batch is older than
+the freshness SLA while records wait, when a query stopped, or when the Kafka lag grew over
+several checks in a row. One task per check keeps the supervisor cheap (a task process
+costs seconds of CPU on a small machine). Pause this DAG to keep a speed layer that was
+stopped on purpose down; the DAG is active from the first ``make up``.
 """
 
 from __future__ import annotations
@@ -33,22 +33,14 @@ settings = get_settings()
 )
 def lambdalake_speed_supervisor() -> None:
     @task(execution_timeout=timedelta(minutes=6))
-    def ensure_running() -> str:
-        """Start the speed layer unless it runs (a crashed one resumes from its checkpoints)."""
-        from lambdalake.speed.supervisor import ensure_running as start_unless_running
-
-        outcome = start_unless_running(get_settings())
-        print(outcome)
-        return outcome
-
-    @task(execution_timeout=timedelta(minutes=1))
-    def check_health() -> str:
-        """Fail when the speed layer is not running, stale or falling behind."""
+    def supervise() -> str:
+        """Start the speed layer unless it runs, then fail if it is stale or falling behind."""
         from airflow.exceptions import AirflowFailException
 
-        from lambdalake.speed.supervisor import check_health as check
+        from lambdalake.speed.supervisor import check_health, ensure_running
 
-        health = check(get_settings())
+        print(ensure_running(get_settings()))
+        health = check_health(get_settings())
         if not health.healthy:
             raise AirflowFailException(health.describe())
         return health.describe()
@@ -56,12 +48,12 @@ def lambdalake_speed_supervisor() -> None:
     @task(trigger_rule="one_failed")
     def alert() -> None:
         """Record the failure where operators look (the alerts log, and this task's log)."""
-        from lambdalake.speed.supervisor import check_health as check, record_alert
+        from lambdalake.speed.supervisor import check_health, record_alert
 
-        path = record_alert(get_settings(), check(get_settings()))
+        path = record_alert(get_settings(), check_health(get_settings()))
         print(f"ALERT recorded in {path}")
 
-    ensure_running() >> check_health() >> alert()
+    supervise() >> alert()
 
 
 lambdalake_speed_supervisor()

@@ -92,18 +92,17 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{row.name:<24}{pid:>8}{row.rss_bytes / 2**20:>10.0f}")
         total = sum(r.rss_bytes for r in rows)
         print(f"{'total':<24}{'':>8}{total / 2**20:>10.0f}")
-        from lambdalake.ingest.stream import read_status
+        from lambdalake.ingest.stream import QUERY_NAME as INGEST
+        from lambdalake.speed.stream import APP as SPEED
+        from lambdalake.streaming.progress import read_status
 
-        ingest = read_status(settings)
+        ingest = read_status(settings, INGEST)
         if ingest:
             age = time.time() - ingest["written_at"]
             rate = ingest.get("processed_rows_per_second") or 0
             print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
                   f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
-        from lambdalake.speed.stream import APP
-        from lambdalake.streaming.progress import read_status as read_app_status
-
-        speed = read_app_status(settings, APP)
+        speed = read_status(settings, SPEED)
         for view, query in (speed or {}).get("views", {}).items():
             rate = query.get("processed_rows_per_second") or 0
             print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "

@@ -43,6 +43,9 @@ def spark_conf(
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
+        # streaming drivers read every recent progress report each second (status, batch
+        # history); Spark's default keeps 100 per query, all parsed from JSON on each read
+        "spark.sql.streaming.numRecentProgressUpdates": "30",
         "spark.driver.memory": spark.driver_memory,
         "spark.driver.host": spark.driver_host,
         "spark.driver.bindAddress": spark.driver_host,

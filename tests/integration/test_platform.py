@@ -115,9 +115,7 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     client.unpause(dag_id)  # active from creation; say so anyway
     run_id = client.trigger(dag_id, {})
     assert client.wait_for_run(dag_id, run_id, timeout=600) == "success"
-    assert client.task_states(dag_id, run_id) == {
-        "ensure_running": "success", "check_health": "success", "alert": "skipped",
-    }
+    assert client.task_states(dag_id, run_id) == {"supervise": "success", "alert": "skipped"}
     restarted = platform.speed.process.pid()
     assert restarted is not None and restarted != killed
 

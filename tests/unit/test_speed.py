@@ -30,7 +30,8 @@ def test_dropped_rows_of_a_replayed_batch_count_once(settings: Settings) -> None
     path.parent.mkdir(parents=True)
     entries = [
         {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
-        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},  # replay
+        # the same batch again: replayed after a crash
+        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
         {"query": "speed_funnel", "run_id": "a", "batch_id": 2, "dropped_by_watermark": 4},
         {"query": "speed_page_traffic", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
     ]

@@ -24,7 +24,7 @@ from lambdalake.lake.bronze import write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.streaming import progress
 from lambdalake.streaming.progress import query_progress
-from lambdalake.streaming.runner import run_until_stopped
+from lambdalake.streaming.runner import active_query_id, run_until_stopped
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,15 +62,6 @@ def kafka_stream(
     )
 
 
-def _running_query_id(spark: SparkSession) -> str:
-    """The query's id, which Spark keeps in the checkpoint: the same across restarts, new
-    for a new checkpoint (whose batch ids start again at 0)."""
-    for query in spark.streams.active:
-        if query.name == QUERY_NAME:
-            return str(query.id)
-    raise RuntimeError(f"no active streaming query named {QUERY_NAME!r}")
-
-
 def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     contracts = ContractRegistry()
     checkpoint = settings.checkpoint_path(QUERY_NAME)
@@ -78,7 +69,7 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the session that started the query (a batch's own is a clone)
-            app_ids.append(f"lambdalake-ingest-{_running_query_id(spark)}")
+            app_ids.append(f"lambdalake-ingest-{active_query_id(spark, QUERY_NAME)}")
         write_micro_batch(classify(batch, contracts, settings.ingest), settings, contracts,
                           app_ids[0], batch_id)
 

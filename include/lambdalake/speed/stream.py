@@ -29,7 +29,7 @@ from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import append_updates
 from lambdalake.streaming.progress import QuerySnapshot, query_progress, read_history
-from lambdalake.streaming.runner import run_until_stopped
+from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition, load_views
 
@@ -70,7 +70,7 @@ def start_view_query(
 
     def write(updates: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
-            app_ids.append(f"lambdalake-{name}-{_query_id(spark, name)}")
+            app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
         append_updates(updates, settings, view, app_ids[0], batch_id)
 
     return (
@@ -82,13 +82,6 @@ def start_view_query(
         .trigger(processingTime=settings.speed.trigger_interval)
         .start()
     )
-
-
-def _query_id(spark: SparkSession, name: str) -> str:
-    for query in spark.streams.active:
-        if query.name == name:
-            return str(query.id)
-    raise RuntimeError(f"no active streaming query named {name!r}")
 
 
 class LateRows:

@@ -19,9 +19,20 @@ from lambdalake.settings import Settings
 from lambdalake.streaming.progress import QuerySnapshot, record_batches, write_status
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 GRACEFUL_STOP_SECONDS = 60.0
+
+
+def active_query_id(spark: SparkSession, name: str) -> str:
+    """The id of the running query ``name``, which Spark keeps in the query's checkpoint: the
+    same across restarts, new for a new checkpoint (whose batch ids start again at 0). With
+    the batch id it identifies a micro-batch for Delta's idempotent writes."""
+    for query in spark.streams.active:
+        if query.name == name:
+            return str(query.id)
+    raise RuntimeError(f"no active streaming query named {name!r}")
 
 
 def run_until_stopped(

@@ -62,8 +62,8 @@ def too_late_copies(profile: TrafficProfile, count: int) -> list[dict[str, Any]]
         event = record.event
         if record.kind == "valid" and event["event_type"] == "page_view" and \
                 first_hour[0] <= event["occurred_at"] < first_hour[1]:
-            copies.append({**event, "event_id": str(uuid.uuid5(uuid.NAMESPACE_URL, str(len(copies)))),
-                           "page": TOO_LATE_PAGE})
+            event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"too-late-{len(copies)}"))
+            copies.append({**event, "event_id": event_id, "page": TOO_LATE_PAGE})
         if len(copies) == count:
             return copies
     raise AssertionError("not enough first-hour page views to copy")

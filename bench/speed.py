@@ -1,0 +1,198 @@
+"""Speed-layer benchmark: produce -> readable freshness per view, and sustained throughput.
+
+Freshness: records are produced at a fixed rate while ingest and the speed application
+run. For each view and each record the view reads, freshness = commit time of the Delta
+version of the real-time table written by the micro-batch that consumed the record - the
+record's Kafka timestamp (the producer's create time). Which batch consumed which offsets
+is in the query's checkpoint (``offsets/<batch>``), which Delta version a batch wrote is in
+the table's log (the ``txn`` action), so this is exact per record and measured after the
+run (nothing is added to the hot path). Baseline, in the same run: a bare confluent-kafka
+consumer's receive time - create time for the same records.
+
+Throughput: a backlog is put on a fresh topic and drained by the speed application; the
+rate is records / time between the end of each query's first (warm-up) batch and its last.
+Baseline: a bare consumer draining the same topic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from confluent_kafka import Consumer
+
+from bench.common import Result, Stopwatch, fresh_run, summary
+from bench.ingest import bare_consumer_drain
+from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.ingest.stream import QUERY_NAME as INGEST
+from lambdalake.kafka.producer import EventProducer
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.speed.stream import APP, query_name
+from lambdalake.streaming.progress import read_history
+from lambdalake.streaming.service import StreamingService, wait_caught_up
+from lambdalake.views.definition import ViewDefinition, load_views
+
+Record = tuple[int, int, float, str]  # partition, offset, Kafka create time (s), event type
+
+
+def _records(settings: Settings, expected: int) -> Iterator[Record]:
+    """Every record now in the topic, read back with a bare consumer."""
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": f"read-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([settings.kafka.events_topic.name])
+    seen = 0
+    try:
+        while seen < expected:
+            for message in consumer.consume(10_000, timeout=5):
+                seen += 1
+                event_type = json.loads(message.value()).get("event_type", "")
+                yield message.partition(), message.offset(), message.timestamp()[1] / 1000, \
+                    event_type
+    finally:
+        consumer.close()
+
+
+def _batch_ends(checkpoint: Path, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """Per partition, sorted (end offset, batch id) of every batch in the checkpoint."""
+    ends: dict[int, list[tuple[int, int]]] = {}
+    for path in (checkpoint / "offsets").iterdir():
+        if not path.name.isdigit():
+            continue
+        offsets = json.loads(path.read_text().splitlines()[2])[topic]
+        for partition, end in offsets.items():
+            ends.setdefault(int(partition), []).append((int(end), int(path.name)))
+    return {p: sorted(v) for p, v in ends.items()}
+
+
+def _commit_times(table: Path) -> dict[int, float]:
+    """Batch id -> commit time (s) of the Delta version that batch wrote (its txn version)."""
+    times: dict[int, float] = {}
+    for path in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in path.read_text().splitlines() if line]
+        txn = next((a["txn"] for a in actions if "txn" in a), None)
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
+        if txn and info:
+            times[int(txn["version"])] = info["timestamp"] / 1000
+    return times
+
+
+def view_freshness(settings: Settings, view: ViewDefinition, records: list[Record]) -> list[float]:
+    ends = _batch_ends(Path(settings.checkpoint_path(query_name(view))),
+                       settings.kafka.events_topic.name)
+    committed = _commit_times(Path(settings.table_path(realtime_table(view))))
+    delays = []
+    for partition, offset, created, event_type in records:
+        if event_type not in view.event_types:
+            continue
+        index = bisect.bisect_right(ends[partition], (offset, float("inf")))
+        batch = ends[partition][index][1]  # the first batch whose end is past the offset
+        delays.append(committed[batch] - created)  # it had this view's rows: it committed
+    return delays
+
+
+def _bare_delays(settings: Settings, stop: threading.Event, delays: list[float]) -> None:
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": f"bare-{uuid.uuid4()}",
+                         "auto.offset.reset": "latest", "enable.auto.commit": False})
+    consumer.subscribe([settings.kafka.events_topic.name])
+    while not stop.is_set():
+        for message in consumer.consume(1000, timeout=0.2):
+            delays.append(time.time() - message.timestamp()[1] / 1000)
+    consumer.close()
+
+
+def _start(run: Settings) -> None:
+    StreamingService(run, INGEST).start(timeout=300)
+    StreamingService(run, APP).start(timeout=300)
+
+
+def _stop(run: Settings) -> None:
+    StreamingService(run, APP).stop()
+    StreamingService(run, INGEST).stop()
+
+
+def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
+    run = fresh_run(settings, f"speed{rate}")
+    run.speed.trigger_interval = "0 seconds"
+    views = load_views()
+    _start(run)
+    try:
+        wait_caught_up(run, APP, timeout=300)
+        stop, bare = threading.Event(), []
+        listener = threading.Thread(target=_bare_delays, args=(run, stop, bare))
+        listener.start()
+        time.sleep(2)
+        profile = TrafficProfile(count=rate * seconds, rate=rate, malformed_fraction=0.0,
+                                 duplicate_fraction=0.0, late_fraction=0.0, seed=303)
+        with Stopwatch() as producing:
+            manifest = produce_traffic(TrafficGenerator(profile), EventProducer(
+                run.kafka, run.kafka.events_topic.name, **{"linger.ms": 5}))
+        wait_caught_up(run, APP, timeout=1800)
+        stop.set()
+        listener.join()
+    finally:
+        _stop(run)
+    records = list(_records(run, manifest.produced))
+    baseline = summary(bare)
+    results = []
+    for view in views.values():
+        stats = summary(view_freshness(run, view, records))
+        results.append(Result(
+            name=f"speed freshness, {view.name}, at {rate:,} events/s (produce -> readable)",
+            unit="s (p99)", value=stats["p99"], baseline=baseline["p99"],
+            baseline_name="bare consumer: receive - create time, same records",
+            goal="p99 < 3 s at 5,000 events/s",
+            details={**stats, "rate_asked": rate,
+                     "rate_produced": round(manifest.produced / producing.seconds),
+                     "seconds": seconds, "bare_consumer": baseline},
+        ))
+    return results
+
+
+def throughput(settings: Settings, records: int) -> Result:
+    run = fresh_run(settings, "speedthroughput")
+    run.speed.trigger_interval = "0 seconds"
+    run.speed.max_offsets_per_trigger = records // 8
+    profile = TrafficProfile(count=records, malformed_fraction=0.01, duplicate_fraction=0.02,
+                             seed=404)
+    manifest = produce_traffic(TrafficGenerator(profile),
+                               EventProducer(run.kafka, run.kafka.events_topic.name))
+    baseline = bare_consumer_drain(run, manifest.produced)
+    StreamingService(run, APP).start(timeout=300)
+    try:
+        wait_caught_up(run, APP, timeout=3600)
+    finally:
+        StreamingService(run, APP).stop()
+    per_query = {}
+    for query in {entry["query"] for entry in read_history(run, APP)}:
+        batches = sorted((e for e in read_history(run, APP) if e["query"] == query),
+                         key=lambda e: e["batch_id"])
+        first, rest = batches[0], batches[1:]
+        first_end = _epoch(first["timestamp"]) + first["duration_ms"] / 1000
+        last_end = _epoch(rest[-1]["timestamp"]) + rest[-1]["duration_ms"] / 1000
+        per_query[query] = sum(e["input_rows"] for e in rest) / (last_end - first_end)
+    return Result(
+        name="speed throughput (Kafka -> 3 real-time views, backlog drained)",
+        unit="records/s", value=min(per_query.values()), baseline=baseline,
+        baseline_name="bare confluent-kafka consumer draining the same topic",
+        goal=">= 20,000 events/s sustained",
+        details={"records": manifest.produced, "per_query_records_per_second": per_query},
+    )
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def run(settings: Settings, profile: str) -> list[Result]:
+    full = profile == "full"
+    results = [throughput(settings, 1_000_000 if full else 240_000)]
+    for rate in ((1_000, 5_000, 20_000) if full else (1_000,)):
+        results += freshness(settings, rate, 120 if full else 30)
+    return results
