@@ -93,8 +93,17 @@ class QuerySnapshot:
     recent: list[dict[str, Any]]  # Spark's recentProgress, oldest first
 
     @classmethod
-    def of(cls, query: StreamingQuery) -> QuerySnapshot:
-        return cls(query.name, str(query.id), query.isActive, list(query.recentProgress))
+    def of(cls, query: StreamingQuery, recorded: int = -1) -> QuerySnapshot:
+        """Read ``query``; when at most one batch finished since batch ``recorded``, only its
+        last report (PySpark parses every report it hands over, up to 30 per query)."""
+        last = query.lastProgress
+        if last is None:
+            recent = []
+        elif last["batchId"] <= recorded + 1:
+            recent = [last]
+        else:
+            recent = list(query.recentProgress)
+        return cls(query.name, str(query.id), query.isActive, recent)
 
 
 def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def run_until_stopped(
     recorded: dict[str, int] = {}
 
     def report() -> None:
-        snapshots = [QuerySnapshot.of(query) for query in queries]
+        snapshots = [QuerySnapshot.of(query, recorded.get(query.name, -1)) for query in queries]
         write_status(settings, app, status(snapshots, record_batches(settings, app, snapshots,
                                                                      recorded)))
 
