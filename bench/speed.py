@@ -23,7 +23,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer
@@ -36,7 +35,7 @@ from lambdalake.kafka.producer import EventProducer
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP, query_name
-from lambdalake.streaming.progress import read_history
+from lambdalake.streaming.progress import progress_time, read_history
 from lambdalake.streaming.service import StreamingService, wait_caught_up
 from lambdalake.views.definition import ViewDefinition, load_views
 
@@ -175,13 +174,13 @@ def throughput(settings: Settings, records: int) -> Result:
         wait_caught_up(run, APP, timeout=3600)
     finally:
         StreamingService(run, APP).stop()
+    history = read_history(run, APP)
     per_query = {}
-    for query in {entry["query"] for entry in read_history(run, APP)}:
-        batches = sorted((e for e in read_history(run, APP) if e["query"] == query),
-                         key=lambda e: e["batch_id"])
+    for query in {entry["query"] for entry in history}:
+        batches = sorted((e for e in history if e["query"] == query), key=lambda e: e["batch_id"])
         first, rest = batches[0], batches[1:]
-        first_end = _epoch(first["timestamp"]) + first["duration_ms"] / 1000
-        last_end = _epoch(rest[-1]["timestamp"]) + rest[-1]["duration_ms"] / 1000
+        first_end = progress_time(first["timestamp"]) + first["duration_ms"] / 1000
+        last_end = progress_time(rest[-1]["timestamp"]) + rest[-1]["duration_ms"] / 1000
         per_query[query] = sum(e["input_rows"] for e in rest) / (last_end - first_end)
     return Result(
         name="speed throughput (Kafka -> 3 real-time views, backlog drained)",
@@ -190,10 +189,6 @@ def throughput(settings: Settings, records: int) -> Result:
         goal=">= 20,000 events/s sustained",
         details={"records": manifest.produced, "per_query_records_per_second": per_query},
     )
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def run(settings: Settings, profile: str) -> list[Result]:

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP, dropped_totals
+from lambdalake.speed.stream import APP, LateRows
 from lambdalake.speed.supervisor import check_health, ensure_running
 from lambdalake.streaming.progress import (
     consumed_offsets,
     dropped_by_watermark,
     history_path,
+    read_history,
     write_status,
 )
 
@@ -36,7 +37,8 @@ def test_dropped_rows_of_a_replayed_batch_count_once(settings: Settings) -> None
         {"query": "speed_page_traffic", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
     ]
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert dropped_totals(settings) == {"speed_funnel": 7, "speed_page_traffic": 5}
+    assert LateRows(read_history(settings, APP)).totals() == {"speed_funnel": 7,
+                                                              "speed_page_traffic": 5}
 
 
 def test_rows_dropped_by_watermark_add_up_over_stateful_operators() -> None:

@@ -23,9 +23,6 @@ from lambdalake.views.definition import ViewDefinition
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-UPDATE_COLUMNS = ["batch_id", "updated_at"]
-
-
 def realtime_table(view: ViewDefinition | str) -> str:
     name = view if isinstance(view, str) else view.name
     return f"realtime_{name}"

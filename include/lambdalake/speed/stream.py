@@ -104,11 +104,6 @@ class LateRows:
         return totals
 
 
-def dropped_totals(settings: Settings) -> Counter[str]:
-    """Rows dropped by the watermark so far, per query, from the batch history."""
-    return LateRows(read_history(settings, APP)).totals()
-
-
 def status_document(
     views: list[str], snapshots: list[QuerySnapshot], late: LateRows,
     new_batches: list[dict[str, Any]], pid: int,

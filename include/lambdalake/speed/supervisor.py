@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lambdalake.settings import Settings
 from lambdalake.speed.stream import APP
-from lambdalake.streaming.progress import read_status
+from lambdalake.streaming.progress import progress_time, read_status
 from lambdalake.streaming.service import StreamingService
 
 LAG_SAMPLES_FILE = "speed-lag-samples.json"
@@ -64,7 +63,7 @@ def _batch_age(document: dict[str, Any], now: float) -> float | None:
     for view in document.get("views", {}).values():
         stamp = view.get("batch_timestamp")
         if stamp:
-            ages.append(now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+            ages.append(now - progress_time(stamp))
     return max(ages) if ages else None
 
 

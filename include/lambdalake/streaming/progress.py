@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,11 @@ def kafka_offsets(raw: Any) -> dict[str, int]:
         for partition, offset in partitions.items():
             merged[f"{topic}:{partition}"] = int(offset)
     return merged
+
+
+def progress_time(stamp: str) -> float:
+    """Epoch seconds of a timestamp in Spark's progress reports ("2026-11-22T08:59:44.658Z")."""
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def consumed_offsets(document: dict[str, Any]) -> dict[str, int]:
