@@ -2,7 +2,7 @@
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
-    python -m bench.run --only batch        # one benchmark (ingest, batch or speed)
+    python -m bench.run --only batch        # one benchmark (ingest, batch, speed or serving)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/.
@@ -16,11 +16,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import batch, ingest, speed
+from bench import batch, ingest, serving, speed
 from bench.common import Result, bench_environment, machine
 
 RESULTS_DIR = Path(__file__).parent / "results"
-BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run}
+BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,
+              "serving": serving.run}
 NEEDS_KAFKA = {"ingest", "speed"}
 
 

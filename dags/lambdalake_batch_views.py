@@ -19,11 +19,12 @@ from typing import Any
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
 
 from lambdalake.settings import get_settings
+from lambdalake.views import PUBLISHED_ASSET
 from lambdalake.views.definition import view_names
 
 settings = get_settings()
 batch = settings.batch
-BATCH_VIEWS = Asset("lambdalake_batch_views")
+BATCH_VIEWS = Asset(PUBLISHED_ASSET)
 spark_task = partial(task, pool=settings.airflow.spark_pool,
                      execution_timeout=timedelta(minutes=batch.task_timeout_minutes))
 

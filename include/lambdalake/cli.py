@@ -278,6 +278,53 @@ def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(settings: Settings, args: argparse.Namespace) -> int:
+    """A view's merged answer, read from Delta like the API (no server, no JVM)."""
+    from lambdalake.serving.query import QueryError, parse_query, run_query
+    from lambdalake.serving.snapshot import SnapshotStore
+    from lambdalake.views.definition import load_views
+
+    views = load_views()
+    try:
+        query = parse_query(views, args.view, start=args.start, end=args.end, where=args.where,
+                            limit=args.limit, offset=args.offset,
+                            max_limit=settings.serving.max_limit)
+    except QueryError as error:
+        print(f"lambdalake query: {error}", file=sys.stderr)
+        return 2
+    store = SnapshotStore(settings, {args.view: query.view})
+    result = run_query(store.get(args.view), query)
+    if args.format == "json":
+        print(json.dumps({"view": result.view, "rows": result.rows,
+                          "next_offset": result.next_offset, "snapshot": result.snapshot},
+                         indent=2))
+        return 0
+    columns = list(result.rows[0]) if result.rows else []
+    widths = {c: max(len(c), *(len(str(r[c])) for r in result.rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    for row in result.rows:
+        print("  ".join(str(row[c]).ljust(widths[c]) for c in columns))
+    snapshot = result.snapshot
+    print(f"({len(result.rows)} rows; batch before {snapshot['high_water_mark']} "
+          f"(view v{snapshot['batch']['view_version']}), real-time after"
+          + (f"; next page: --offset {result.next_offset})" if result.next_offset else ")"))
+    return 0
+
+
+def _add_query(commands: argparse._SubParsersAction) -> None:
+    query = commands.add_parser(
+        "query", help="query a view: batch before the high-water mark, real-time after")
+    query.add_argument("view", help="a view name (schemas/views/<name>.yaml)")
+    query.add_argument("--from", dest="start", help="ISO-8601: windows starting at or after")
+    query.add_argument("--to", dest="end", help="ISO-8601: windows starting before")
+    query.add_argument("--where", action="append", default=[], metavar="DIMENSION=VALUE",
+                       help="filter on a dimension (repeatable)")
+    query.add_argument("--limit", type=int, default=100)
+    query.add_argument("--offset", type=int, default=0)
+    query.add_argument("--format", choices=["table", "json"], default="table")
+    query.set_defaults(run=cmd_query)
+
+
 def _add_produce(commands: argparse._SubParsersAction) -> None:
     produce = commands.add_parser("produce", help="generate clickstream traffic into Kafka")
     produce.add_argument("--count", type=int, default=10_000, help="records to produce")
@@ -330,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
         run=cmd_contracts
     )
     _add_produce(commands)
+    _add_query(commands)
     for app, what in (("ingest", "the Kafka -> bronze stream"),
                       ("speed", "the speed layer: Kafka -> real-time views")):
         stream = commands.add_parser(app, help=what)

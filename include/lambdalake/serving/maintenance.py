@@ -1,0 +1,246 @@
+"""Keeping the real-time store small and honest: reconcile, collapse, retire (no JVM).
+
+Run per view by the serving DAG (after every batch publish and on a short schedule):
+
+1. **Reconcile.** For windows both layers hold — before the batch high-water mark, and
+   closed in the speed layer (ended before its watermark) — compare every key's real-time
+   value with the batch value, per measure. Rows that differ go to the
+   ``serving_reconciliation`` table; the verdict is a quality-gate result (layer
+   ``serving``) in the data-quality report. Exact measures must match; a distinct count
+   may differ by ``serving.approx_tolerance_rsd`` times the view's relative standard
+   deviation. A real-time value *below* batch is only a warning when the speed layer
+   reported dropping events as too late (the batch layer includes them); a value above
+   batch, or a shortfall nothing explains, fails the gate.
+2. **Collapse.** If the gate passed: a closed window gets no more real-time writes, so its superseded rows
+   (each micro-batch appends a key's whole value again) are rewritten to each key's
+   newest row, in one commit replacing those partitions.
+3. **Retire.** If the gate passed, windows that ended ``serving.retire_margin_seconds`` before the high-water
+   mark are deleted: batch has answered them since, and readers that took their snapshot
+   before the mark moved still find the rows they need.
+
+Only closed windows are rewritten, so none of this conflicts with the speed layer's
+appends (the tables are partitioned by ``window_start``); a lost commit race is retried.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from lambdalake.lake.bookkeeping import append_rows, delta_rs_uri
+from lambdalake.serving.snapshot import SnapshotStore, ViewSnapshot, newest_per_key, quoted
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.speed.stream import APP as SPEED
+from lambdalake.streaming.progress import read_status
+from lambdalake.views.definition import Measure, ViewDefinition
+
+if TYPE_CHECKING:
+    from lambdalake.quality.gate import GateResult
+
+RECONCILIATION_TABLE = "serving_reconciliation"
+_ATTEMPTS = 5
+_SAMPLES = 5
+_SCHEMA = pa.schema([
+    pa.field("view", pa.string(), nullable=False),
+    pa.field("window_start", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("dimensions", pa.string(), nullable=False),
+    pa.field("measure", pa.string(), nullable=False),
+    pa.field("batch_value", pa.float64()),
+    pa.field("realtime_value", pa.float64()),
+    pa.field("absolute_drift", pa.float64(), nullable=False),
+    pa.field("relative_drift", pa.float64()),
+    pa.field("severity", pa.string(), nullable=False),
+    pa.field("checked_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+
+
+@dataclass(frozen=True)
+class SpeedState:
+    """What reconciliation needs from the speed layer's status for one view."""
+
+    watermark: datetime | None
+    late_rows_dropped: int
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    view: str
+    gate: GateResult
+    windows_compared: int
+    windows_collapsed: int
+    rows_retired: int
+
+    def summary(self) -> str:
+        return (f"{self.view}: {self.gate.summary()}; {self.windows_compared} windows compared, "
+                f"{self.windows_collapsed} collapsed, {self.rows_retired} real-time rows retired")
+
+
+def speed_state(settings: Settings, view: ViewDefinition) -> SpeedState:
+    entry = ((read_status(settings, SPEED) or {}).get("views") or {}).get(view.name) or {}
+    watermark = entry.get("watermark")
+    return SpeedState(
+        datetime.fromisoformat(watermark.replace("Z", "+00:00")) if watermark else None,
+        int(entry.get("dropped_by_watermark_total") or 0),
+    )
+
+
+def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str, Any]]:
+    """Per key and measure, batch vs real-time, for windows both layers hold and closed."""
+    view = snapshot.view
+    if snapshot.batch_rows is None or snapshot.realtime_rows is None:
+        return []
+    key = [quoted(c) for c in view.key]
+    measures = ", ".join(
+        f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, r.{quoted(m.name)} AS {quoted('r_' + m.name)}"
+        for m in view.measures)
+    dimensions = ", ".join(f"{quoted(d)} := coalesce(b.{quoted(d)}, r.{quoted(d)})"
+                           for d in view.dimensions)
+    with duckdb.connect() as connection:
+        connection.register("batch_rows", snapshot.batch_rows)
+        connection.register("realtime_rows", snapshot.realtime_rows)
+        cursor = connection.execute(
+            f"WITH r AS (SELECT * FROM realtime_rows WHERE window_start < $mark "
+            f"AND window_end <= $closed), "
+            f"b AS (SELECT * FROM batch_rows WHERE window_start IN (SELECT window_start FROM r)) "
+            f"SELECT coalesce(b.window_start, r.window_start) AS window_start, "
+            f"to_json(struct_pack({dimensions}))::VARCHAR AS dimensions, {measures} "
+            f"FROM b FULL OUTER JOIN r USING ({', '.join(key)})",
+            {"mark": snapshot.high_water_mark, "closed": closed_before},
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def judge(
+    view: ViewDefinition, rows: list[dict[str, Any]], late_rows_dropped: int, tolerance_rsd: float,
+    checked_at: datetime,
+) -> list[dict[str, Any]]:
+    """The differing (key, measure) pairs, each with its severity (see the module docstring)."""
+    drifts = []
+    for row in rows:
+        for measure in view.measures:
+            batch = _number(row[f"b_{measure.name}"])
+            realtime = _number(row[f"r_{measure.name}"])
+            absolute = (realtime or 0.0) - (batch or 0.0)
+            relative = absolute / batch if batch else None
+            allowed = 0.0 if measure.exact_in_speed_layer else tolerance_rsd * view.approx_distinct_rsd
+            if abs(relative if relative is not None else absolute) <= allowed or absolute == 0:
+                continue
+            explained = late_rows_dropped > 0 and _short(measure, absolute)
+            drifts.append({
+                "view": view.name, "window_start": row["window_start"],
+                "dimensions": row["dimensions"], "measure": measure.name,
+                "batch_value": batch, "realtime_value": realtime, "absolute_drift": absolute,
+                "relative_drift": relative, "severity": "warning" if explained else "critical",
+                "checked_at": checked_at,
+            })
+    return drifts
+
+
+def _short(measure: Measure, absolute: float) -> bool:
+    """Whether the real-time value falls short of batch the way dropped late events would."""
+    return absolute > 0 if measure.kind == "min" else absolute < 0
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def gate_result(
+    view: ViewDefinition, compared: list[dict[str, Any]], drifts: list[dict[str, Any]],
+    late_rows_dropped: int, start: datetime, end: datetime, began: float,
+) -> GateResult:
+    from lambdalake.quality.gate import ExpectationOutcome, GateResult
+
+    outcomes: dict[str, list[ExpectationOutcome]] = {"critical": [], "warning": []}
+    for severity in outcomes:
+        for measure in view.measures:
+            mine = [d for d in drifts if d["measure"] == measure.name and d["severity"] == severity]
+            if not mine:
+                continue
+            rule = ("exact: real-time equals batch once the watermark passed"
+                    if measure.exact_in_speed_layer else
+                    f"sketch: relative drift within the stated error")
+            if severity == "warning":
+                rule += f" (shortfall explained by {late_rows_dropped} late events dropped)"
+            samples = [{k: str(d[k]) for k in ("window_start", "dimensions", "batch_value",
+                                                "realtime_value")} for d in mine[:_SAMPLES]]
+            outcomes[severity].append(ExpectationOutcome(
+                f"drift:{measure.name}", "reconcile_realtime_with_batch", measure.name, severity,
+                rule, unexpected_count=len(mine), samples=samples))
+    return GateResult("serving", view.name, start, end, success=not outcomes["critical"],
+                      critical_failures=outcomes["critical"], warnings=outcomes["warning"],
+                      evaluated=len(view.measures), rows=len(compared),
+                      seconds=time.monotonic() - began)
+
+
+def collapse(settings: Settings, snapshot: ViewSnapshot, closed_before: datetime) -> int:
+    """Rewrite closed windows to each key's newest row; return how many windows."""
+    uri = delta_rs_uri(settings.table_path(realtime_table(snapshot.view)))
+    if not DeltaTable.is_deltatable(uri):
+        return 0
+    predicate = f"window_end <= '{closed_before.isoformat()}'"
+    for attempt in range(_ATTEMPTS):
+        table = DeltaTable(uri)
+        rows = pa.table(table.to_pyarrow_table(filters=[("window_end", "<=", closed_before)]))
+        newest = newest_per_key(rows, snapshot.view).cast(rows.schema)
+        if newest.num_rows == rows.num_rows:
+            return 0
+        try:
+            write_deltalake(table, newest, mode="overwrite", predicate=predicate)
+            return len(set(newest.column("window_start").to_pylist()))
+        except CommitFailedError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    return 0
+
+
+def retire(settings: Settings, view: ViewDefinition, before: datetime) -> int:
+    """Delete real-time windows that ended before ``before``; return the rows deleted."""
+    uri = delta_rs_uri(settings.table_path(realtime_table(view)))
+    if not DeltaTable.is_deltatable(uri):
+        return 0
+    for attempt in range(_ATTEMPTS):
+        try:
+            metrics = DeltaTable(uri).delete(f"window_end <= '{before.isoformat()}'")
+            return int(metrics.get("num_deleted_rows") or 0)
+        except CommitFailedError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    return 0
+
+
+def maintain(settings: Settings, view: ViewDefinition) -> MaintenanceReport:
+    """Reconcile, record, collapse and retire one view's real-time rows."""
+    from lambdalake.quality.history import record
+
+    began = time.monotonic()
+    store = SnapshotStore(settings, {view.name: view})
+    snapshot = store.get(view.name)
+    speed = speed_state(settings, view)
+    closed_before = speed.watermark or datetime.min.replace(tzinfo=UTC)
+    compared = drift_rows(snapshot, closed_before)
+    checked_at = datetime.now(UTC)
+    drifts = judge(view, compared, speed.late_rows_dropped,
+                   settings.serving.approx_tolerance_rsd, checked_at)
+    if drifts:
+        append_rows(settings.table_path(RECONCILIATION_TABLE), _SCHEMA, drifts)
+    windows = sorted({row["window_start"] for row in compared})
+    start = windows[0] if windows else snapshot.high_water_mark
+    end = windows[-1] + timedelta(seconds=view.grain_seconds) if windows else start
+    gate = gate_result(view, compared, drifts, speed.late_rows_dropped, start, end, began)
+    record(gate, settings, windows_compared=len(windows))
+    if not gate.success:  # keep the evidence: nothing is rewritten until the layers agree
+        return MaintenanceReport(view.name, gate, len(windows), 0, 0)
+    collapsed = collapse(settings, snapshot, closed_before) if speed.watermark else 0
+    margin = timedelta(seconds=settings.serving.retire_margin_seconds)
+    retired = retire(settings, view, snapshot.high_water_mark - margin)
+    return MaintenanceReport(view.name, gate, len(windows), collapsed, retired)

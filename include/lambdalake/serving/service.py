@@ -1,0 +1,38 @@
+"""The query API as a component of the local stack: uvicorn on loopback, started by PID."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import httpx
+
+from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.stack.process import ManagedProcess
+
+APP_FACTORY = "lambdalake.serving.api:create_app"
+
+
+class ServingService:
+    """``uvicorn --factory lambdalake.serving.api:create_app`` with the stack's settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.process = ManagedProcess("serving-api", settings.state_dir / "run")
+
+    def start(self, timeout: float = 60.0) -> int:
+        """Start unless running; wait until ``/health`` answers; return the pid."""
+        serving = self.settings.serving
+        pid = self.process.start(
+            [sys.executable, "-m", "uvicorn", "--factory", APP_FACTORY, "--host", serving.host,
+             "--port", str(serving.port), "--no-access-log"],
+            env={**os.environ, **self.settings.to_environment()}, cwd=PROJECT_ROOT,
+        )
+        self.process.wait_until(self.healthy, timeout, f"GET {serving.base_url}/health")
+        return pid
+
+    def healthy(self) -> bool:
+        return httpx.get(f"{self.settings.serving.base_url}/health", timeout=2).status_code == 200
+
+    def stop(self) -> bool:
+        return self.process.stop(timeout=30)

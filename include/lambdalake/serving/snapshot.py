@@ -1,0 +1,198 @@
+"""What serving reads: per view, one consistent snapshot of both layers, kept in memory.
+
+A ``ViewSnapshot`` holds the batch high-water mark, the batch view's current version (all
+its rows) and each real-time key's newest row. It is taken in this order — publications,
+then the view catalog, then the batch table, then the real-time table — so the batch rows
+always contain every interval the mark covers (a slice is written before it is published)
+and the real-time rows still contain every window at or after the mark (the serving DAG
+retires only windows older than the mark minus a margin). A query reads one snapshot
+object, so the boundary it merges at moves atomically: a publish is either wholly in the
+snapshot or not at all.
+
+Views are aggregates (a row per window and dimension values), so both layers fit in memory
+and a query never touches storage. ``SnapshotStore`` refreshes the snapshots; it reads
+only what changed: bookkeeping tables and the batch view when their Delta version moved,
+and of the real-time table only the files added since the last refresh (it re-reads the
+whole table when files were removed, i.e. after the serving DAG retired or compacted).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+from deltalake import DeltaTable
+
+from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
+from lambdalake.views.definition import ViewDefinition
+from lambdalake.views.publication import PUBLICATIONS_TABLE, intervals_of, mark_of
+
+
+@dataclass(frozen=True)
+class ViewSnapshot:
+    """Both layers of one view as of ``taken_at``; immutable, so queries can share it."""
+
+    view: ViewDefinition
+    high_water_mark: datetime
+    view_version: int                      # the batch view version the catalog names
+    batch_delta_version: int | None        # None: no batch view table yet
+    realtime_delta_version: int | None     # None: no real-time table yet
+    batch_rows: pa.Table | None            # every row of the current batch view
+    realtime_rows: pa.Table | None         # each key's newest real-time row
+    realtime_newest: datetime | None       # the newest real-time write
+    taken_at: datetime
+
+
+def newest_per_key(rows: pa.Table, view: ViewDefinition) -> pa.Table:
+    """Each key's newest real-time row (rows carry values, not increments: newest wins)."""
+    key = ", ".join(quoted(column) for column in view.key)
+    with duckdb.connect() as connection:
+        connection.register("realtime_rows", rows)
+        return connection.sql(
+            "SELECT * FROM realtime_rows QUALIFY row_number() OVER "
+            f"(PARTITION BY {key} ORDER BY updated_at DESC, batch_id DESC) = 1"
+        ).to_arrow_table()
+
+
+def quoted(identifier: str) -> str:
+    """A SQL identifier, quoted (names come from view definitions, never from requests)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+class _DeltaReader:
+    """One Delta table, followed across versions (the log is read incrementally)."""
+
+    def __init__(self, path: str) -> None:
+        self.uri = delta_rs_uri(path)
+        self.table: DeltaTable | None = None
+
+    def refresh(self) -> int | None:
+        """The table's newest version, or None while it does not exist."""
+        if self.table is None:
+            if not DeltaTable.is_deltatable(self.uri):
+                return None
+            self.table = DeltaTable(self.uri)
+        else:
+            self.table.update_incremental()
+        return self.table.version()
+
+
+class _SmallTable:
+    """A bookkeeping table's rows, re-read only when its version moved."""
+
+    def __init__(self, path: str) -> None:
+        self.reader = _DeltaReader(path)
+        self.version: int | None = None
+        self.rows: list[dict[str, Any]] = []
+
+    def read(self) -> list[dict[str, Any]]:
+        version = self.reader.refresh()
+        if version != self.version and self.reader.table is not None:
+            self.rows = pa.table(self.reader.table.to_pyarrow_table()).to_pylist()
+            self.version = version
+        return self.rows
+
+
+class _RealtimeRows:
+    """The real-time table's newest row per key, maintained from the files each version adds."""
+
+    def __init__(self, settings: Settings, view: ViewDefinition) -> None:
+        self.view = view
+        self.reader = _DeltaReader(settings.table_path(realtime_table(view)))
+        self.version: int | None = None
+        self.files: set[str] = set()
+        self.rows: pa.Table | None = None
+
+    def refresh(self) -> tuple[int | None, pa.Table | None]:
+        version = self.reader.refresh()
+        if version is None or version == self.version:
+            return self.version, self.rows
+        assert self.reader.table is not None
+        dataset = self.reader.table.to_pyarrow_dataset()
+        fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
+        if not self.files <= fragments.keys():  # files were retired or compacted: start over
+            self.files, self.rows = set(), None
+        added = [fragment for path, fragment in fragments.items() if path not in self.files]
+        if added:
+            new_rows = pads.FileSystemDataset(
+                added, dataset.schema, dataset.format, dataset.filesystem
+            ).to_table()
+            merged = new_rows if self.rows is None else pa.concat_tables(
+                [self.rows, new_rows.select(self.rows.schema.names).cast(self.rows.schema)]
+            )
+            self.rows = newest_per_key(merged, self.view)
+        self.files = set(fragments)
+        self.version = version
+        return version, self.rows
+
+
+class _ViewReader:
+    """Everything needed to take snapshots of one view, cached between refreshes."""
+
+    def __init__(self, settings: Settings, view: ViewDefinition) -> None:
+        self.settings = settings
+        self.view = view
+        self.realtime = _RealtimeRows(settings, view)
+        self.batch_reader: _DeltaReader | None = None
+        self.batch_key: tuple[int, int | None] | None = None
+        self.batch_rows: pa.Table | None = None
+
+    def snapshot(self, mark: datetime, view_version: int, taken_at: datetime) -> ViewSnapshot:
+        batch_delta_version = self._refresh_batch(view_version)
+        realtime_delta_version, realtime_rows = self.realtime.refresh()
+        newest = (None if realtime_rows is None
+                  else pc.max(realtime_rows.column("updated_at")).as_py())
+        return ViewSnapshot(self.view, mark, view_version, batch_delta_version,
+                            realtime_delta_version, self.batch_rows, realtime_rows, newest,
+                            taken_at)
+
+    def _refresh_batch(self, view_version: int) -> int | None:
+        path = self.settings.table_path(physical_table(self.view.name, view_version))
+        if self.batch_reader is None or self.batch_reader.uri != delta_rs_uri(path):
+            self.batch_reader, self.batch_key, self.batch_rows = _DeltaReader(path), None, None
+        delta_version = self.batch_reader.refresh()
+        if (view_version, delta_version) != self.batch_key:
+            table = self.batch_reader.table
+            self.batch_rows = None if table is None else pa.table(table.to_pyarrow_table())
+            self.batch_key = (view_version, delta_version)
+        return delta_version
+
+
+class SnapshotStore:
+    """The newest snapshot of every view; ``refresh`` takes new ones (one thread at a time)."""
+
+    def __init__(self, settings: Settings, views: dict[str, ViewDefinition]) -> None:
+        self.views = views
+        self.first_day = settings.batch.first_day
+        self._publications = _SmallTable(settings.table_path(PUBLICATIONS_TABLE))
+        self._catalog = _SmallTable(settings.table_path(CATALOG_TABLE))
+        self._readers = {name: _ViewReader(settings, view) for name, view in views.items()}
+        self._snapshots: dict[str, ViewSnapshot] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        """New snapshots of every view (publications first, then the catalog: see above)."""
+        with self._lock:
+            taken_at = datetime.now(UTC)
+            publications = self._publications.read()
+            switches = self._catalog.read()
+            for name, reader in self._readers.items():
+                mark = mark_of(intervals_of(publications, name), self.first_day)
+                self._snapshots[name] = reader.snapshot(mark, version_of(switches, name), taken_at)
+
+    def get(self, view_name: str) -> ViewSnapshot:
+        """The newest snapshot of ``view_name`` (taking the first one if none exists yet)."""
+        snapshot = self._snapshots.get(view_name)
+        if snapshot is None:
+            self.refresh()
+            snapshot = self._snapshots[view_name]
+        return snapshot

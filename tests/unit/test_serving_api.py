@@ -1,0 +1,70 @@
+"""The query API over small Delta tables (FastAPI's test client; no server, no JVM)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from lambdalake.serving.api import create_app
+from lambdalake.settings import Settings
+from test_serving_query import append_realtime, publish_hours, write_batch
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
+                    serving={"refresh_seconds": 0.05})
+    write_batch(lake, [(0, "/a", 10), (1, "/a", 11)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(0, "/a", 9), (1, "/a", 12)])
+    with TestClient(create_app(lake)) as client:
+        yield client
+
+
+def test_rows_are_merged_at_the_high_water_mark(client: TestClient) -> None:
+    body = client.get("/views/page_traffic/rows", params={"where": "page=/a"}).json()
+    assert [(r["window_start"], r["views"], r["source"]) for r in body["rows"]] == [
+        ("2026-11-20T00:00:00Z", 10, "batch"), ("2026-11-20T01:00:00Z", 12, "realtime")]
+    assert body["snapshot"]["high_water_mark"] == "2026-11-20T01:00:00Z"
+    assert body["next_offset"] is None
+
+
+def test_new_realtime_rows_show_within_a_refresh(client: TestClient, tmp_path: Path) -> None:
+    append_realtime(Settings(state_dir=tmp_path), 1, [(2, "/a", 1)])
+    deadline = time.monotonic() + 10
+    while len(client.get("/views/page_traffic/rows").json()["rows"]) < 3:
+        assert time.monotonic() < deadline, "the new row never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("path", "params", "status", "message"), [
+    ("/views/nope/rows", {}, 404, "no view 'nope'"),
+    ("/views/nope", {}, 404, "no view 'nope'"),
+    ("/views/page_traffic/rows", {"where": "colour=red"}, 400, "no dimension 'colour'"),
+    ("/views/page_traffic/rows", {"from": "soon"}, 400, "not an ISO-8601 time"),
+    ("/views/page_traffic/rows", {"from": "2026-11-21", "to": "2026-11-20"}, 400, "empty time"),
+    ("/views/page_traffic/rows", {"limit": 100_000}, 400, "limit must be between 1 and 1000"),
+    ("/views/page_traffic/rows", {"limit": "many"}, 422, "integer"),
+])
+def test_bad_requests_get_a_4xx_that_says_why(
+    client: TestClient, path: str, params: dict, status: int, message: str
+) -> None:
+    response = client.get(path, params=params)
+    assert response.status_code == status
+    assert message in str(response.json()["detail"])
+
+
+def test_views_freshness_and_openapi(client: TestClient) -> None:
+    views = {v["name"]: v for v in client.get("/views").json()}
+    assert set(views) == {"funnel", "page_traffic", "product_sales"}
+    unique_users = next(m for m in views["page_traffic"]["measures"] if m["name"] == "unique_users")
+    assert unique_users["exact_in_speed_layer"] is False and unique_users["speed_layer_rsd"] > 0
+    freshness = client.get("/freshness").json()["page_traffic"]
+    assert freshness["high_water_mark"] == "2026-11-20T01:00:00Z"
+    assert freshness["realtime_newest_update"] is not None
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/views", "/views/{view}", "/views/{view}/rows", "/freshness", "/health"} <= set(paths)

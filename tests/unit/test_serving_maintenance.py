@@ -1,0 +1,94 @@
+"""Reconcile, collapse and retire on small Delta tables written with delta-rs (no JVM)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lambdalake.quality.history import read_results
+from lambdalake.serving.maintenance import RECONCILIATION_TABLE, maintain
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.streaming.progress import write_status
+from lambdalake.views.definition import load_views
+from test_serving_query import append_realtime, hour, publish_hours, write_batch
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)},
+                    serving={"retire_margin_seconds": 3600})
+
+
+def speed_status(lake: Settings, watermark: datetime, dropped: int = 0) -> None:
+    write_status(lake, "speed", {"views": {"page_traffic": {
+        "watermark": watermark.isoformat().replace("+00:00", "Z"),
+        "dropped_by_watermark_total": dropped}}})
+
+
+def realtime_rows(lake: Settings) -> list[tuple[int, str, int]]:
+    table = pa.table(DeltaTable(lake.table_path(realtime_table("page_traffic"))).to_pyarrow_table())
+    return sorted((r["window_start"].hour, r["page"], r["views"]) for r in table.to_pylist())
+
+
+def test_matching_layers_pass_and_closed_windows_collapse_and_old_ones_retire(
+    lake: Settings,
+) -> None:
+    view = load_views()["page_traffic"]
+    write_batch(lake, [(0, "/a", 10), (1, "/a", 11), (2, "/a", 12)])
+    publish_hours(lake, 0, 1, 2)  # mark: 03:00
+    append_realtime(lake, 0, [(h, "/a", 1) for h in range(5)])
+    append_realtime(lake, 1, [(0, "/a", 10), (1, "/a", 11), (2, "/a", 12), (3, "/a", 5),
+                              (4, "/a", 2)])
+    speed_status(lake, hour(4))  # windows before 04:00 are closed
+    report = maintain(lake, view)
+    assert report.gate.success, report.gate.report()
+    assert (report.windows_compared, report.windows_collapsed) == (3, 4)
+    assert report.rows_retired == 2  # 00:00 and 01:00 ended an hour or more before the mark
+    # collapsed: one row per key in closed windows; the open window keeps its history
+    assert realtime_rows(lake) == [(2, "/a", 12), (3, "/a", 5), (4, "/a", 1), (4, "/a", 2)]
+    assert not DeltaTable.is_deltatable(lake.table_path(RECONCILIATION_TABLE))
+    [recorded] = read_results(lake)
+    assert (recorded["layer"], recorded["subject"], recorded["success"]) == (
+        "serving", "page_traffic", True)
+    assert maintain(lake, view).rows_retired == 0  # idempotent
+
+
+def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
+    lake: Settings,
+) -> None:
+    view = load_views()["page_traffic"]
+    write_batch(lake, [(0, "/a", 10), (0, "/b", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(0, "/a", 12), (0, "/b", 9)])
+    speed_status(lake, hour(2), dropped=0)
+    report = maintain(lake, view)
+    assert not report.gate.success
+    assert [(o.check, o.unexpected_count) for o in report.gate.critical_failures] == [
+        ("drift:views", 2)]
+    speed_status(lake, hour(2), dropped=3)  # the speed layer dropped late events: /b is short
+    report = maintain(lake, view)
+    assert [(o.check, o.unexpected_count) for o in report.gate.critical_failures] == [
+        ("drift:views", 1)]
+    assert [(o.check, o.unexpected_count) for o in report.gate.warnings] == [("drift:views", 1)]
+    drifts = pa.table(DeltaTable(lake.table_path(RECONCILIATION_TABLE)).to_pyarrow_table())
+    last = max(r["checked_at"] for r in drifts.to_pylist())
+    assert sorted((r["dimensions"], r["absolute_drift"], r["severity"])
+                  for r in drifts.to_pylist() if r["checked_at"] == last) == [
+        ('{"page":"/a"}', 2.0, "critical"), ('{"page":"/b"}', -1.0, "warning")]
+
+
+def test_open_windows_are_neither_compared_nor_rewritten(lake: Settings) -> None:
+    view = load_views()["page_traffic"]
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(0, "/a", 4)])
+    append_realtime(lake, 1, [(0, "/a", 7)])
+    speed_status(lake, hour(0) + timedelta(minutes=50))  # 00:00-01:00 still open
+    report = maintain(lake, view)
+    assert report.gate.success and report.windows_compared == 0
+    assert realtime_rows(lake) == [(0, "/a", 4), (0, "/a", 7)]

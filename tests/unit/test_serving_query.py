@@ -1,0 +1,193 @@
+"""The serving merge and its queries over small Delta tables written with delta-rs (no JVM)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
+from lambdalake.serving.snapshot import SnapshotStore
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.views.catalog import physical_table
+from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.publication import Publication, publish
+
+MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
+TS = pa.timestamp("us", tz="UTC")
+
+
+def hour(h: int) -> datetime:
+    return MIDNIGHT + timedelta(hours=h)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
+
+
+@pytest.fixture
+def views() -> dict[str, ViewDefinition]:
+    return load_views()
+
+
+def write_batch(lake: Settings, rows: list[tuple[int, str, int]], version: int = 1) -> None:
+    """page_traffic batch rows (hour, page, views), replacing the table."""
+    write_deltalake(lake.table_path(physical_table("page_traffic", version)), pa.table({
+        "window_start": pa.array([hour(h) for h, _, _ in rows], TS),
+        "window_end": pa.array([hour(h + 1) for h, _, _ in rows], TS),
+        "page": [p for _, p, _ in rows],
+        "views": pa.array([v for _, _, v in rows], pa.int64()),
+        "unique_users": pa.array([1] * len(rows), pa.int64()),
+        "unique_sessions": pa.array([1] * len(rows), pa.int64()),
+        "run_id": ["run"] * len(rows), "bronze_version": pa.array([3] * len(rows), pa.int64()),
+        "computed_at": pa.array([MIDNIGHT] * len(rows), TS),
+    }), partition_by=["window_start"], mode="overwrite")
+
+
+def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]]) -> None:
+    """page_traffic real-time rows (hour, page, views) as the speed layer's batch ``batch_id``."""
+    write_deltalake(lake.table_path(realtime_table("page_traffic")), pa.table({
+        "window_start": pa.array([hour(h) for h, _, _ in rows], TS),
+        "window_end": pa.array([hour(h + 1) for h, _, _ in rows], TS),
+        "page": [p for _, p, _ in rows],
+        "views": pa.array([v for _, _, v in rows], pa.int64()),
+        "unique_users": pa.array([1] * len(rows), pa.int64()),
+        "unique_sessions": pa.array([1] * len(rows), pa.int64()),
+        "batch_id": pa.array([batch_id] * len(rows), pa.int64()),
+        "updated_at": pa.array([hour(h) + timedelta(minutes=batch_id) for h, _, _ in rows], TS),
+    }), partition_by=["window_start"], mode="append")
+
+
+def publish_hours(lake: Settings, *hours: int) -> None:
+    publish(lake, [Publication("page_traffic", hour(h), hour(h + 1), 1, 3, "run") for h in hours])
+
+
+def answer(store: SnapshotStore, views: dict[str, ViewDefinition], **request: object) -> list:
+    store.refresh()
+    query = parse_query(views, "page_traffic", **request)  # type: ignore[arg-type]
+    return [(r["window_start"][11:13], r["page"], r["views"], r["source"])
+            for r in run_query(store.get("page_traffic"), query).rows]
+
+
+def test_batch_answers_before_the_mark_and_realtime_from_it(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    write_batch(lake, [(0, "/a", 10), (1, "/a", 11)])
+    append_realtime(lake, 0, [(0, "/a", 9), (1, "/a", 5), (2, "/a", 1)])
+    append_realtime(lake, 1, [(1, "/a", 12), (2, "/a", 2)])  # newer values of two keys
+    store = SnapshotStore(lake, views)
+    # nothing published: the mark is the first day's midnight, real-time answers everything
+    assert answer(store, views) == [("00", "/a", 9, "realtime"), ("01", "/a", 12, "realtime"),
+                                    ("02", "/a", 2, "realtime")]
+    publish_hours(lake, 0)
+    assert answer(store, views) == [("00", "/a", 10, "batch"), ("01", "/a", 12, "realtime"),
+                                    ("02", "/a", 2, "realtime")]
+    publish_hours(lake, 1)
+    assert answer(store, views) == [("00", "/a", 10, "batch"), ("01", "/a", 11, "batch"),
+                                    ("02", "/a", 2, "realtime")]
+    snapshot = store.get("page_traffic")
+    assert snapshot.high_water_mark == hour(2)
+
+
+def test_new_realtime_files_are_read_incrementally_and_a_retire_is_seen(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    append_realtime(lake, 0, [(3, "/b", 1)])
+    store = SnapshotStore(lake, views)
+    assert answer(store, views) == [("03", "/b", 1, "realtime")]
+    append_realtime(lake, 1, [(3, "/b", 4), (4, "/b", 1)])
+    assert answer(store, views) == [("03", "/b", 4, "realtime"), ("04", "/b", 1, "realtime")]
+    DeltaTable(lake.table_path(realtime_table("page_traffic"))).delete(
+        "window_start < '2026-11-20T04:00:00Z'")
+    assert answer(store, views) == [("04", "/b", 1, "realtime")]
+
+
+def test_filters_time_range_and_pages(lake: Settings, views: dict[str, ViewDefinition]) -> None:
+    append_realtime(lake, 0, [(h, p, h) for h in range(5) for p in ("/a", "/b", "/c")])
+    store = SnapshotStore(lake, views)
+    assert answer(store, views, start="2026-11-20T01:00:00Z", end="2026-11-20T03:00",
+                  where=["page=/b"]) == [("01", "/b", 1, "realtime"), ("02", "/b", 2, "realtime")]
+    store.refresh()
+    snapshot = store.get("page_traffic")
+    pages, offset = [], 0
+    while offset is not None:
+        result = run_query(snapshot, parse_query(views, "page_traffic", limit=4, offset=offset))
+        pages.append(len(result.rows))
+        offset = result.next_offset
+    assert pages == [4, 4, 4, 3]
+
+
+def test_a_page_carries_where_it_was_read_from(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    store = SnapshotStore(lake, views)
+    store.refresh()
+    result = run_query(store.get("page_traffic"), parse_query(views, "page_traffic"))
+    assert result.rows[0]["as_of"] == "2026-11-20T00:00:00Z"
+    assert result.snapshot["high_water_mark"] == "2026-11-20T01:00:00Z"
+    assert result.snapshot["batch"] == {"view_version": 1, "delta_version": 0}
+    assert result.snapshot["realtime"]["delta_version"] is None
+
+
+@pytest.mark.parametrize(("request_", "message"), [
+    ({"view_name": "nope"}, "no view 'nope'"),
+    ({"where": ["colour=red"]}, "no dimension 'colour'"),
+    ({"where": ["page"]}, "is not DIMENSION=VALUE"),
+    ({"start": "yesterday"}, "is not an ISO-8601 time"),
+    ({"start": "2026-11-20T02:00Z", "end": "2026-11-20T01:00Z"}, "empty time range"),
+    ({"limit": 5000}, "limit must be between 1 and 1000"),
+    ({"offset": -1}, "offset must be 0 or more"),
+])
+def test_bad_requests_are_refused_with_what_to_change(
+    views: dict[str, ViewDefinition], request_: dict, message: str
+) -> None:
+    request = {"view_name": "page_traffic", **request_}
+    with pytest.raises(QueryError, match=message) as raised:
+        parse_query(views, **request)
+    assert isinstance(raised.value, UnknownView) == (request["view_name"] == "nope")
+
+
+def test_values_are_bound_never_interpolated(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    append_realtime(lake, 0, [(0, "/a", 1), (0, "x' OR '1'='1", 2)])
+    assert answer(lake_store := SnapshotStore(lake, views), views, where=["page=/a' OR '1'='1"]) == []
+    assert answer(lake_store, views, where=["page=x' OR '1'='1"]) == [
+        ("00", "x' OR '1'='1", 2, "realtime")]
+
+
+def test_decimals_stay_exact_in_json() -> None:
+    from lambdalake.serving.query import json_value
+
+    assert json_value(Decimal("12.10")) == "12.10"
+    assert json_value(datetime(2026, 1, 1, 1, tzinfo=UTC)) == "2026-01-01T01:00:00Z"
+
+
+def test_the_cli_prints_the_merged_answer_as_a_table_or_json(
+    lake: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from lambdalake.cli import build_parser, cmd_query
+
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(1, "/a", 3)])
+    base = ["query", "page_traffic", "--from", "2026-11-20", "--where", "page=/a"]
+    assert cmd_query(lake, build_parser().parse_args([*base, "--format", "json"])) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["views"], r["source"]) for r in rows] == [(10, "batch"), (3, "realtime")]
+    assert cmd_query(lake, build_parser().parse_args(base)) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:4] == ["window_start", "window_end", "page", "views"]
+    assert "batch before 2026-11-20T01:00:00Z" in table[-1]
+    assert cmd_query(lake, build_parser().parse_args([*base, "--where", "size=2"])) == 2
+    assert "no dimension 'size'" in capsys.readouterr().err
