@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
+import httpx
 import psutil
 import pytest
 
@@ -129,3 +130,12 @@ def test_down_stops_everything_it_started(platform: Platform) -> None:
         time.sleep(0.5)
     assert stack_processes(platform.settings) == []
     assert platform.down() == []
+
+
+def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
+    base = platform.settings.serving.base_url
+    assert httpx.get(f"{base}/health", timeout=10).status_code == 200
+    assert "/views/{view}/rows" in httpx.get(f"{base}/openapi.json", timeout=10).json()["paths"]
+    answer = httpx.get(f"{base}/views/page_traffic/rows", timeout=10)
+    assert answer.status_code == 200 and "high_water_mark" in answer.json()["snapshot"]
+    assert httpx.get(f"{base}/views/nope/rows", timeout=10).status_code == 404

@@ -29,13 +29,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from lambdalake.lake.bookkeeping import append_rows, delta_rs_uri
-from lambdalake.serving.snapshot import SnapshotStore, ViewSnapshot, newest_per_key, quoted
+from lambdalake.serving.snapshot import (
+    SnapshotStore,
+    ViewSnapshot,
+    newest_per_key,
+    quoted,
+    sql_cursor,
+)
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP as SPEED
@@ -103,7 +108,7 @@ def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str
         for m in view.measures)
     dimensions = ", ".join(f"{quoted(d)} := coalesce(b.{quoted(d)}, r.{quoted(d)})"
                            for d in view.dimensions)
-    with duckdb.connect() as connection:
+    with sql_cursor() as connection:
         connection.register("batch_rows", snapshot.batch_rows)
         connection.register("realtime_rows", snapshot.realtime_rows)
         cursor = connection.execute(

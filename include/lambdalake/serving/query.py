@@ -22,9 +22,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-import duckdb
 
-from lambdalake.serving.snapshot import ViewSnapshot, quoted
+from lambdalake.serving.snapshot import ViewSnapshot, quoted, sql_cursor
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -113,7 +112,7 @@ def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     selected = ", ".join(quoted(c) for c in columns)
     conditions, parameters = _conditions(query)
     parts = []
-    with duckdb.connect() as connection:
+    with sql_cursor() as connection:
         for table, source, as_of, side in (
             (snapshot.batch_rows, "batch", "computed_at", "window_start < $mark"),
             (snapshot.realtime_rows, "realtime", "updated_at", "window_start >= $mark"),

@@ -52,10 +52,19 @@ class ViewSnapshot:
     taken_at: datetime
 
 
+_DATABASE = duckdb.connect()
+"""One in-memory DuckDB for the process: opening one costs ~20 ms, a cursor ~1 ms."""
+
+
+def sql_cursor() -> duckdb.DuckDBPyConnection:
+    """A cursor of its own (thread-safe; tables registered on it are visible to it alone)."""
+    return _DATABASE.cursor()
+
+
 def newest_per_key(rows: pa.Table, view: ViewDefinition) -> pa.Table:
     """Each key's newest real-time row (rows carry values, not increments: newest wins)."""
     key = ", ".join(quoted(column) for column in view.key)
-    with duckdb.connect() as connection:
+    with sql_cursor() as connection:
         connection.register("realtime_rows", rows)
         return connection.sql(
             "SELECT * FROM realtime_rows QUALIFY row_number() OVER "

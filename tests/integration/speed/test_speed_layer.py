@@ -1,7 +1,9 @@
 """The speed layer on real Kafka, SIGKILLed three times and restarted by its supervisor,
 converges to the batch layer: every closed interval's exact measures equal the batch
 layer's, approximate ones are within their stated error, and events older than the
-watermark are counted per view (the batch layer includes them)."""
+watermark are counted per view (the batch layer includes them). The serving layer then
+merges both real layers at the batch high-water mark: answers stay exact while the mark
+moves and after the real-time rows it covers are reconciled, collapsed and retired."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, pro
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_topic
+from lambdalake.serving.maintenance import maintain
+from lambdalake.serving.query import json_value, parse_query, run_query
+from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import current_rows
 from lambdalake.speed.stream import APP, query_name
@@ -29,8 +34,9 @@ from lambdalake.streaming import service
 from lambdalake.streaming.progress import read_status
 from lambdalake.streaming.service import app_process
 from lambdalake.views.batch import recompute_views
-from lambdalake.views.catalog import current_table_path
+from lambdalake.views.catalog import current_table_path, current_version
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.publication import Publication, publish
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -187,3 +193,107 @@ def test_the_status_reports_each_query(speed_run: SpeedRun) -> None:
         assert view["watermark"] > speed_run.start.isoformat()[:19], name
         assert view["state_rows"] > 0, name
         assert view["batch_timestamp"] and view["processed_rows_per_second"] is not None
+
+
+# --- serving: both real layers merged at the batch high-water mark ----------------------
+
+
+def serving_settings(run: SpeedRun) -> Settings:
+    """The run's lake, with the schedule starting on the run's day and no retire margin."""
+    settings = run.settings.model_copy(deep=True)
+    settings.batch.start_date = run.start.date()
+    settings.serving.retire_margin_seconds = 0
+    return settings
+
+
+def publish_until(settings: Settings, view: ViewDefinition, mark: datetime) -> None:
+    """Publish every hour from the first day's midnight to ``mark``, one commit per hour."""
+    hour = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
+    while hour < mark:
+        publish(settings, [Publication(view.name, hour, hour + timedelta(hours=1),
+                                       current_version(settings, view.name), 0, "serving-test")])
+        hour += timedelta(hours=1)
+
+
+def served(store: SnapshotStore, view: ViewDefinition, start: datetime, end: datetime
+           ) -> dict[tuple, dict[str, Any]]:
+    """Every row the serving layer answers for windows starting in [start, end), by key."""
+    rows, offset = [], 0
+    while offset is not None:
+        query = parse_query({view.name: view}, view.name, start=start.isoformat(),
+                            end=end.isoformat(), limit=1000, offset=offset)
+        result = run_query(store.get(view.name), query)
+        rows += result.rows
+        offset = result.next_offset
+    keyed = {tuple(row[k] for k in view.key): row for row in rows}
+    assert len(keyed) == len(rows), "a key was answered twice"
+    return keyed
+
+
+def iso_key(key: tuple) -> tuple:
+    return tuple(json_value(part.replace(tzinfo=UTC) if isinstance(part, datetime) else part)
+                 for part in key)
+
+
+def test_queries_during_publishes_never_count_an_interval_twice_or_drop_one(
+    spark: SparkSession, speed_run: SpeedRun
+) -> None:
+    view = load_views()["product_sales"]  # no late drops: both layers agree on every window
+    batch, _ = both_layers(spark, speed_run, view)
+    expected_orders = sum(measures["orders"] for measures in batch.values())
+    settings = serving_settings(speed_run)
+    end = closed_windows(speed_run, view).replace(minute=0, second=0, microsecond=0)
+    store = SnapshotStore(settings, {view.name: view})
+    seen: list[tuple[str, int]] = []
+    publishing = threading.Event()
+    publishing.set()
+
+    def read_while_publishing() -> None:
+        while publishing.is_set() or len(seen) < 5:
+            store.refresh()
+            rows = served(store, view, speed_run.start, end)
+            seen.append((store.get(view.name).high_water_mark.isoformat(),
+                         sum(row["orders"] for row in rows.values())))
+
+    reader = threading.Thread(target=read_while_publishing)
+    reader.start()
+    publish_until(settings, view, speed_run.start + timedelta(hours=2))
+    publishing.clear()
+    reader.join(timeout=120)
+    marks = sorted({mark for mark, _ in seen})
+    assert len(marks) >= 2, f"the reader saw only the marks {marks}"
+    wrong = [(mark, total) for mark, total in seen if total != expected_orders]
+    assert not wrong, f"{len(wrong)} of {len(seen)} answers != {expected_orders}: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("view_name", ["page_traffic", "product_sales", "funnel"])
+def test_serving_answers_batch_before_the_mark_and_realtime_after_it_through_retirement(
+    spark: SparkSession, speed_run: SpeedRun, view_name: str
+) -> None:
+    view = load_views()[view_name]
+    batch, realtime = both_layers(spark, speed_run, view)
+    settings = serving_settings(speed_run)
+    midnight = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
+    # the hour before the run holds late events too: compute every hour that is published
+    recompute_views(spark, settings, [view], midnight, speed_run.start, "serving-test")
+    mark = speed_run.start + timedelta(hours=2)
+    publish_until(settings, view, mark)
+    end = closed_windows(speed_run, view).replace(minute=0, second=0, microsecond=0)
+    answer = served(SnapshotStore(settings, {view.name: view}), view, speed_run.start, end)
+
+    expected = {iso_key(k): ("batch", v) for k, v in batch.items() if k[0] < mark.replace(tzinfo=None)}
+    expected |= {iso_key(k): ("realtime", v) for k, v in realtime.items()
+                 if k[0] >= mark.replace(tzinfo=None)}
+    assert answer.keys() == expected.keys()
+    for key, (source, measures) in expected.items():
+        assert answer[key]["source"] == source, key
+        assert {m: answer[key][m] for m in measures} == {
+            m: json_value(v) for m, v in measures.items()}, key
+
+    report = maintain(settings, view)
+    assert report.gate.success, report.gate.report()
+    assert report.windows_compared == 2 and report.rows_retired > 0, report.summary()
+    retired = current_rows(spark, settings, view).where(f"window_end <= '{mark.isoformat()}'")
+    assert retired.count() == 0
+    after = served(SnapshotStore(settings, {view.name: view}), view, speed_run.start, end)
+    assert after == answer, "retiring real-time rows the batch layer covers changed an answer"
