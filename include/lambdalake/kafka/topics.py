@@ -53,9 +53,19 @@ def ensure_topic(kafka: KafkaSettings, topic: TopicSettings, timeout: float = 30
         except KafkaException as error:  # created concurrently by someone else: check it
             if error.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise
-        metadata = admin.list_topics(topic=topic.name, timeout=timeout)
-    _check_matches(admin, topic, metadata.topics[topic.name], timeout)
+    _check_matches(admin, topic, _metadata(admin, topic.name, timeout), timeout)
     return TopicState(topic.name, created=False)
+
+
+def _metadata(admin: AdminClient, name: str, timeout: float) -> object:
+    """The topic's metadata; right after a creation (ours, retried by the client, or someone
+    else's) the broker may list the topic before its partitions, so that is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(topic=name, timeout=timeout).topics[name]
+        if found.partitions or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def _describe(admin: AdminClient, name: str, timeout: float) -> dict:
