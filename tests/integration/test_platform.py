@@ -121,6 +121,15 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     assert restarted is not None and restarted != killed
 
 
+def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
+    base = platform.settings.serving.base_url
+    assert httpx.get(f"{base}/health", timeout=10).status_code == 200
+    assert "/views/{view}/rows" in httpx.get(f"{base}/openapi.json", timeout=10).json()["paths"]
+    answer = httpx.get(f"{base}/views/page_traffic/rows", timeout=10)
+    assert answer.status_code == 200 and "high_water_mark" in answer.json()["snapshot"]
+    assert httpx.get(f"{base}/views/nope/rows", timeout=10).status_code == 404
+
+
 def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings), "the stack's processes should be findable"
     stopped = platform.down()
@@ -131,11 +140,3 @@ def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings) == []
     assert platform.down() == []
 
-
-def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
-    base = platform.settings.serving.base_url
-    assert httpx.get(f"{base}/health", timeout=10).status_code == 200
-    assert "/views/{view}/rows" in httpx.get(f"{base}/openapi.json", timeout=10).json()["paths"]
-    answer = httpx.get(f"{base}/views/page_traffic/rows", timeout=10)
-    assert answer.status_code == 200 and "high_water_mark" in answer.json()["snapshot"]
-    assert httpx.get(f"{base}/views/nope/rows", timeout=10).status_code == 404
