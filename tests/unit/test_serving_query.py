@@ -39,26 +39,28 @@ def views() -> dict[str, ViewDefinition]:
 def write_batch(lake: Settings, rows: list[tuple[int, str, int]], version: int = 1) -> None:
     """page_traffic batch rows (hour, page, views), replacing the table."""
     write_deltalake(lake.table_path(physical_table("page_traffic", version)), pa.table({
-        "window_start": pa.array([hour(h) for h, _, _ in rows], TS),
-        "window_end": pa.array([hour(h + 1) for h, _, _ in rows], TS),
-        "page": [p for _, p, _ in rows],
-        "views": pa.array([v for _, _, v in rows], pa.int64()),
-        "unique_users": pa.array([1] * len(rows), pa.int64()),
-        "unique_sessions": pa.array([1] * len(rows), pa.int64()),
+        **view_columns(rows),
         "run_id": ["run"] * len(rows), "bronze_version": pa.array([3] * len(rows), pa.int64()),
         "computed_at": pa.array([MIDNIGHT] * len(rows), TS),
     }), partition_by=["window_start"], mode="overwrite")
 
 
-def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]]) -> None:
-    """page_traffic real-time rows (hour, page, views) as the speed layer's batch ``batch_id``."""
-    write_deltalake(lake.table_path(realtime_table("page_traffic")), pa.table({
+def view_columns(rows: list[tuple[int, str, int]]) -> dict[str, pa.Array | list]:
+    """page_traffic's key and measures for (hour, page, views) rows."""
+    return {
         "window_start": pa.array([hour(h) for h, _, _ in rows], TS),
         "window_end": pa.array([hour(h + 1) for h, _, _ in rows], TS),
         "page": [p for _, p, _ in rows],
         "views": pa.array([v for _, _, v in rows], pa.int64()),
         "unique_users": pa.array([1] * len(rows), pa.int64()),
         "unique_sessions": pa.array([1] * len(rows), pa.int64()),
+    }
+
+
+def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]]) -> None:
+    """page_traffic real-time rows (hour, page, views) as the speed layer's batch ``batch_id``."""
+    write_deltalake(lake.table_path(realtime_table("page_traffic")), pa.table({
+        **view_columns(rows),
         "batch_id": pa.array([batch_id] * len(rows), pa.int64()),
         "updated_at": pa.array([hour(h) + timedelta(minutes=batch_id) for h, _, _ in rows], TS),
     }), partition_by=["window_start"], mode="append")
