@@ -44,7 +44,7 @@ from lambdalake.serving.snapshot import (
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP as SPEED
-from lambdalake.streaming.progress import read_status
+from lambdalake.streaming.progress import progress_time, read_status
 from lambdalake.views.definition import Measure, ViewDefinition
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def speed_state(settings: Settings, view: ViewDefinition) -> SpeedState:
     entry = ((read_status(settings, SPEED) or {}).get("views") or {}).get(view.name) or {}
     watermark = entry.get("watermark")
     return SpeedState(
-        datetime.fromisoformat(watermark.replace("Z", "+00:00")) if watermark else None,
+        datetime.fromtimestamp(progress_time(watermark), UTC) if watermark else None,
         int(entry.get("dropped_by_watermark_total") or 0),
     )
 
