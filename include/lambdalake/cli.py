@@ -5,7 +5,7 @@
     lambdalake down      stop exactly what `up` started
     lambdalake clean     stop, then delete all local state (Kafka logs, lake, Airflow DB)
     lambdalake status    every process of the stack: PID, memory, health
-    lambdalake demo      run the platform's main job through Airflow and show the result
+    lambdalake demo      traffic through every layer to merged answers (needs `up`)
     lambdalake produce   generate clickstream traffic (late, duplicate, malformed) into Kafka
     lambdalake ingest    start | stop | restart | status | wait: the Kafka -> bronze stream
     lambdalake speed     start | stop | restart | status | wait: Kafka -> real-time views
@@ -26,7 +26,6 @@ from collections.abc import Sequence
 
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables, get_settings
 
-DEMO_DAG = "lambdalake_smoke"
 SETTINGS_TABLE_START = "<!-- settings-table"
 SETTINGS_TABLE_END = "<!-- /settings-table -->"
 
@@ -92,83 +91,49 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{row.name:<24}{pid:>8}{row.rss_bytes / 2**20:>10.0f}")
         total = sum(r.rss_bytes for r in rows)
         print(f"{'total':<24}{'':>8}{total / 2**20:>10.0f}")
-        from lambdalake.ingest.stream import QUERY_NAME as INGEST
-        from lambdalake.speed.stream import APP as SPEED
-        from lambdalake.streaming.progress import read_status
-
-        ingest = read_status(settings, INGEST)
-        if ingest:
-            age = time.time() - ingest["written_at"]
-            rate = ingest.get("processed_rows_per_second") or 0
-            print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
-                  f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
-        speed = read_status(settings, SPEED)
-        for view, query in (speed or {}).get("views", {}).items():
-            rate = query.get("processed_rows_per_second") or 0
-            print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
-                  f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
-                  f"{query['dropped_by_watermark_total']} late rows dropped, "
-                  f"{query['state_rows']} state rows")
+        print_layer_freshness(settings)
     return 0 if all(r.running for r in rows) else 3
 
 
-def demo_traffic(settings: Settings, count: int) -> None:
-    """Produce realistic traffic, wait for ingest, reconcile bronze + quarantine with it."""
-    from deltalake import DeltaTable
+def print_layer_freshness(settings: Settings) -> None:
+    """Each layer's progress: ingest and speed from their status, batch and serving from Delta."""
+    from datetime import UTC, datetime
 
-    from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
-    from lambdalake.ingest.service import wait_caught_up
-    from lambdalake.kafka.producer import EventProducer
-    from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+    from lambdalake.ingest.stream import QUERY_NAME as INGEST
+    from lambdalake.serving.freshness import view_freshness
+    from lambdalake.serving.snapshot import SnapshotStore
+    from lambdalake.speed.stream import APP as SPEED
+    from lambdalake.streaming.progress import read_status
+    from lambdalake.views.definition import load_views
 
-    def rows(table: str) -> int:
-        return DeltaTable(settings.table_path(table)).to_pyarrow_dataset().count_rows()
-
-    before = {t: rows(t) if DeltaTable.is_deltatable(settings.table_path(t)) else 0
-              for t in (BRONZE_TABLE, QUARANTINE_TABLE)}
-    profile = TrafficProfile(count=count, rate=5_000, late_fraction=0.05,
-                             duplicate_fraction=0.02, malformed_fraction=0.02,
-                             seed=int(time.time()))
-    producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
-    manifest = produce_traffic(TrafficGenerator(profile), producer)
-    print(f"produced {manifest.produced} records at 5,000/s: {manifest.counts['valid']} valid, "
-          f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
-          f"(late events: ~5%)")
-    wait_caught_up(settings, timeout=600)
-    landed = {t: rows(t) - before[t] for t in before}
-    expected = {BRONZE_TABLE: manifest.counts["valid"] + manifest.counts["duplicate"],
-                QUARANTINE_TABLE: manifest.malformed}
-    for table, count_landed in landed.items():
-        verdict = "ok" if count_landed == expected[table] else f"EXPECTED {expected[table]}"
-        print(f"  {table:<20} +{count_landed} rows ({verdict})")
-    if landed != expected:
-        raise RuntimeError("bronze/quarantine do not reconcile with what was produced")
+    ingest = read_status(settings, INGEST)
+    if ingest:
+        age = time.time() - ingest["written_at"]
+        rate = ingest.get("processed_rows_per_second") or 0
+        print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
+              f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
+    speed = (read_status(settings, SPEED) or {}).get("views", {})
+    for view, query in speed.items():
+        rate = query.get("processed_rows_per_second") or 0
+        print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
+              f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
+              f"{query['dropped_by_watermark_total']} late rows dropped, "
+              f"{query['state_rows']} state rows")
+    views = load_views()
+    store, now = SnapshotStore(settings, views), datetime.now(UTC)
+    for name in sorted(views):
+        fresh = view_freshness(store.get(name), speed.get(name, {}), now)
+        realtime = ("no real-time rows" if fresh["realtime_age_seconds"] is None
+                    else f"newest real-time row {fresh['realtime_age_seconds']:.0f}s old")
+        print(f"serving {name}: batch up to {fresh['high_water_mark']} "
+              f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
+              f"v{fresh['batch_view_version']}), {realtime}")
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from deltalake import DeltaTable
+    from lambdalake.demo import run_demo
 
-    from lambdalake.orchestration.airflow_api import AirflowClient
-    from lambdalake.smoke import SMOKE_TABLE
-    from lambdalake.stack.airflow import Airflow
-
-    demo_traffic(settings, args.traffic)
-    af = settings.airflow
-    client = AirflowClient(af.base_url, af.admin_user, Airflow(settings).admin_password)
-    client.wait_for_dag(DEMO_DAG)
-    client.unpause(DEMO_DAG)
-    run_id = client.trigger(DEMO_DAG, {"events": args.events})
-    print(f"triggered {DEMO_DAG} run {run_id} ({args.events} events); waiting ...")
-    state = client.wait_for_run(DEMO_DAG, run_id)
-    for task, task_state in client.task_states(DEMO_DAG, run_id).items():
-        print(f"  {task:<20} {task_state}")
-    if state != "success":
-        print(f"{DEMO_DAG} {state}: see the task logs in {af.base_url}/dags/{DEMO_DAG}")
-        return 1
-    table = DeltaTable(settings.table_path(SMOKE_TABLE))
-    rows = table.to_pyarrow_dataset().count_rows()
-    print(f"read back without Spark: {rows} rows in {SMOKE_TABLE} (Delta version {table.version()})")
-    print(f"Airflow UI: {af.base_url}/dags/{DEMO_DAG}")
+    run_demo(settings, args.traffic, args.seed)
     return 0
 
 
@@ -355,9 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="processes, memory, health")
     status.add_argument("--json", action="store_true")
     status.set_defaults(run=cmd_status)
-    demo = commands.add_parser("demo", help="run the main job through Airflow")
-    demo.add_argument("--events", type=int, default=1000, help="smoke DAG events")
+    demo = commands.add_parser(
+        "demo", help="the main job: traffic through every layer to merged answers")
     demo.add_argument("--traffic", type=int, default=50_000, help="clickstream records")
+    demo.add_argument("--seed", type=int, help="traffic seed (default: the current time)")
     demo.set_defaults(run=cmd_demo)
     commands.add_parser(
         "airflow-init", help="migrate Airflow's DB, write the login, create pools"

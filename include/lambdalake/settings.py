@@ -195,7 +195,10 @@ class BatchSettings(BaseModel):
     start_date: date | None = Field(
         None, description="first UTC day scheduled; unset: two days before today (local dev)"
     )
-    catchup: bool = Field(True, description="schedule every interval since start_date")
+    catchup: bool = Field(
+        False, description="on unpause, run every interval since start_date (off: the latest "
+        "only; earlier ones by backfill or a triggered run, as `make demo` does)"
+    )
     max_active_runs: int = Field(2, ge=1, description="intervals computed at the same time")
     completeness_poke_seconds: int = Field(60, ge=5, description="how often to re-check bronze")
     completeness_timeout_hours: float = Field(

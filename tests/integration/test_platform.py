@@ -8,18 +8,27 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import httpx
+import pandas as pd
 import psutil
 import pytest
 
+from ground_truth import expected_view, manifest_events
+from lambdalake.generator import Manifest
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.stack.platform import Platform
+from lambdalake.views.definition import ViewDefinition, load_views
 
 STACK_ENV = isolated_environment("test-platform", port_prefix=2)
 
@@ -128,6 +137,101 @@ def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
     answer = httpx.get(f"{base}/views/page_traffic/rows", timeout=10)
     assert answer.status_code == 200 and "high_water_mark" in answer.json()["snapshot"]
     assert httpx.get(f"{base}/views/nope/rows", timeout=10).status_code == 404
+
+
+def run_demo(platform: Platform, traffic: int, seed: int) -> str:
+    """``lambdalake demo`` as the README runs it (after `make up`); its output."""
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lambdalake"), "demo", "--traffic", str(traffic),
+         "--seed", str(seed)], capture_output=True, text=True, timeout=1800,
+    )
+    output = result.stdout + result.stderr
+    print(output)
+    assert result.returncode == 0, output[-4000:]
+    base = platform.settings.serving.base_url
+    assert output.count(f"curl '{base}/views/") == 2
+    assert "from batch (before" in output and "data quality:" in output
+    return output
+
+
+def merged_answer(base_url: str, view: str, start: datetime, end: datetime
+                  ) -> tuple[list[dict[str, Any]], datetime]:
+    """Every row for windows starting in [start, end), page by page, all pages read at one
+    high-water mark (a scheduled batch run may publish meanwhile: then read again); the mark."""
+    while True:
+        rows: list[dict[str, Any]] = []
+        marks: set[str] = set()
+        offset: int | None = 0
+        while offset is not None:
+            page = httpx.get(f"{base_url}/views/{view}/rows", timeout=30, params={
+                "from": start.isoformat(), "to": end.isoformat(), "limit": 1000,
+                "offset": offset}).json()
+            rows += page["rows"]
+            marks.add(page["snapshot"]["high_water_mark"])
+            offset = page["next_offset"]
+        if len(marks) == 1:
+            return rows, window(marks.pop())
+
+
+def window(value: Any) -> datetime:
+    moment = pd.Timestamp(value)
+    return (moment.tz_convert(UTC) if moment.tzinfo else moment.tz_localize(UTC)).to_pydatetime()
+
+
+def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: datetime,
+                  truth: pd.DataFrame, realtime_at_most: bool = False) -> list[str]:
+    """Where the API's answer differs from the ground truth. Rows come from batch before the
+    mark and real-time after it; exact measures equal the truth, the speed layer's sketches
+    are within 4 rsd. ``realtime_at_most``: real-time rows may fall short (events the speed
+    layer dropped as too late) but never exceed the truth."""
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
+
+    expected = {key(row): row for row in truth.to_dict("records")}
+    answered = {key(row): row for row in rows}
+    problems = [f"{k}: {row['source']} row on the wrong side of {mark}"
+                for k, row in answered.items() if (k[0] < mark) != (row["source"] == "batch")]
+    problems += [f"{k}: not in the answer" for k in expected.keys() - answered.keys()
+                 if not (realtime_at_most and k[0] >= mark)]
+    problems += [f"{k}: answered but not in the truth" for k in answered.keys() - expected.keys()]
+    for k in expected.keys() & answered.keys():
+        row = answered[k]
+        realtime = row["source"] == "realtime"
+        for m in view.measures:
+            want, got = Decimal(str(expected[k][m.name])), Decimal(str(row[m.name]))
+            tolerance = (Decimal(4 * view.approx_distinct_rsd) * want
+                         if realtime and not m.exact_in_speed_layer else Decimal(0))
+            short_allowed = realtime and realtime_at_most
+            if got > want + tolerance or (got < want - tolerance and not short_allowed):
+                problems.append(f"{k} {m.name}: {got} from {row['source']}, truth {want}")
+    return problems
+
+
+def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
+    platform: Platform,
+) -> None:
+    """`make demo`'s run on this stack: after ingest, speed and one batch run, the API's
+    answer for every view, over a range spanning the high-water mark, equals the views
+    computed with pandas from the generator's manifest. A second run adds its traffic,
+    breaks nothing and counts nothing twice."""
+    settings, views = platform.settings, load_views()
+    events = []
+    for number, (traffic, seed) in enumerate([(20_000, 2026), (3_000, 2027)], start=1):
+        run_demo(platform, traffic, seed)
+        manifest = Manifest.read(settings.state_dir / "manifests" / f"demo-seed{seed}.json")
+        events.append(manifest_events(manifest))
+        truth_events = pd.concat(events)
+        start = window(truth_events["occurred_at"].min().floor("h"))
+        end = window(truth_events["occurred_at"].max().floor("h")) + timedelta(hours=1)
+        for view in views.values():
+            rows, mark = merged_answer(settings.serving.base_url, view.name, start, end)
+            assert start < mark < end, f"{view.name}: [{start}, {end}) does not span {mark}"
+            truth = expected_view(truth_events, view, start, end)
+            problems = disagreements(view, rows, mark, truth, realtime_at_most=number > 1)
+            assert problems == [], f"run {number}, {view.name}: {problems[:10]}"
+            batch_rows = sum(row["source"] == "batch" for row in rows)
+            print(f"run {number}, {view.name}: {len(rows)} rows agree with the ground truth, "
+                  f"{batch_rows} from batch before {mark:%H:%M}, the rest real-time")
 
 
 def test_down_stops_everything_it_started(platform: Platform) -> None:

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
+from lambdalake.serving.service import APP_FACTORY
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
 from lambdalake.stack.airflow import Airflow
 
 SERVICES = {
-    "kafka", "postgres", "spark-master", "spark-worker", "ingest", "speed", "airflow-init",
+    "kafka", "postgres", "spark-master", "spark-worker", "ingest", "speed", "serving-api",
+    "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
 }
 REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
@@ -119,3 +121,19 @@ def test_the_streaming_applications_are_services_the_runtime_restarts(
     speed = substituted(environment(compose, "speed"))
     assert Settings().speed.process_manager == "stack"  # the local stack's default
     assert speed["LAMBDALAKE_SPEED__PROCESS_MANAGER"] == "container"  # the supervisor only checks
+
+
+def test_the_query_api_serves_the_shared_lake_on_its_setting_port(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = compose["services"]["serving-api"]
+    for key, value in substituted(environment(compose, "serving-api")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    settings = Settings()
+    command = service["command"]
+    assert command[:3] == ["uvicorn", "--factory", APP_FACTORY]
+    assert command[command.index("--port") + 1] == str(settings.serving.port)
+    assert f"127.0.0.1:{settings.serving.port}:{settings.serving.port}" in service["ports"]
+    assert "lambdalake-state:/var/lib/lambdalake" in service["volumes"]  # the lake it reads
+    assert str(settings.lake.root) == "/var/lib/lambdalake/lake"

@@ -193,3 +193,20 @@ def test_the_cli_prints_the_merged_answer_as_a_table_or_json(
     assert "batch before 2026-11-20T01:00:00Z" in table[-1]
     assert cmd_query(lake, build_parser().parse_args([*base, "--where", "size=2"])) == 2
     assert "no dimension 'size'" in capsys.readouterr().err
+
+
+def test_status_shows_each_views_high_water_mark_and_realtime_age(
+    lake: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lambdalake.cli import build_parser, cmd_status
+
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(1, "/a", 3)])
+    assert cmd_status(lake, build_parser().parse_args(["status"])) == 3  # nothing is running
+    lines = capsys.readouterr().out.splitlines()
+    [page_traffic] = [line for line in lines if line.startswith("serving page_traffic:")]
+    assert "batch up to 2026-11-20T01:00:00Z" in page_traffic
+    assert "view v1" in page_traffic and "newest real-time row" in page_traffic
+    [funnel] = [line for line in lines if line.startswith("serving funnel:")]
+    assert "batch up to 2026-11-20T00:00:00Z" in funnel and "no real-time rows" in funnel

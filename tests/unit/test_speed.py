@@ -95,3 +95,34 @@ def test_under_a_container_orchestrator_the_supervisor_only_checks(settings: Set
     now = float(int(time.time()))
     write_status(settings, APP, status(lag=0, batch_age=1, now=now))
     assert check_health(settings, now).healthy  # running elsewhere: the fresh status says so
+
+
+def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Settings) -> None:
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from lambdalake.speed.realtime import append_batch, realtime_table
+    from lambdalake.views.definition import load_views
+
+    view = load_views()["page_traffic"]
+    hour = datetime(2026, 11, 20, 10, tzinfo=UTC)
+    # as Spark's toArrow hands them over: timestamps in the session's time zone
+    rows = pa.table({
+        "window_start": pa.array([hour], pa.timestamp("us", tz="Etc/UTC")),
+        "window_end": pa.array([hour.replace(hour=11)], pa.timestamp("us", tz="Etc/UTC")),
+        "page": ["/a"], "views": pa.array([3], pa.int64()),
+        "unique_users": pa.array([2], pa.int64()), "unique_sessions": pa.array([2], pa.int64()),
+    })
+    assert append_batch(rows, settings, view, "query-1", 0)
+    assert not append_batch(rows, settings, view, "query-1", 0)  # replayed after a crash
+    assert not append_batch(rows.slice(0, 0), settings, view, "query-1", 1)  # nothing touched
+    assert append_batch(rows, settings, view, "query-1", 2)
+    assert append_batch(rows, settings, view, "query-2", 0)  # a new query id: a new sequence
+    table = DeltaTable(settings.table_path(realtime_table(view)))
+    assert table.transaction_version("query-1") == 2
+    written = table.to_pyarrow_table()
+    assert sorted(written["batch_id"].to_pylist()) == [0, 0, 2]
+    assert written.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
+    assert table.metadata().partition_columns == ["window_start"]

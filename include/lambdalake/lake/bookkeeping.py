@@ -30,6 +30,12 @@ def read_rows(path: str, schema: pa.Schema) -> list[dict]:
     return pa.table(DeltaTable(uri).to_pyarrow_table()).select(schema.names).to_pylist()
 
 
+def row_count(path: str) -> int:
+    """Rows in the table at ``path`` from its file statistics (0 when it does not exist)."""
+    uri = delta_rs_uri(path)
+    return DeltaTable(uri).to_pyarrow_dataset().count_rows() if DeltaTable.is_deltatable(uri) else 0
+
+
 def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> None:
     """Append ``rows`` in one commit (creating the table on first use).
 

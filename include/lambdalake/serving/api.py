@@ -26,7 +26,8 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query
 
-from lambdalake.serving.query import QueryError, UnknownView, json_value, parse_query, run_query
+from lambdalake.serving.freshness import view_freshness
+from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings, get_settings
 from lambdalake.speed.stream import APP as SPEED
@@ -143,21 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Per view: where batch ends, how recent real-time is, the speed layer's state."""
         now = datetime.now(UTC)
         speed = (read_status(settings, SPEED) or {}).get("views", {})
-        answer = {}
-        for name in sorted(views):
-            snapshot = store.get(name)
-            newest = snapshot.realtime_newest
-            status = speed.get(name, {})
-            answer[name] = {
-                "high_water_mark": json_value(snapshot.high_water_mark),
-                "batch_view_version": snapshot.view_version,
-                "realtime_newest_update": json_value(newest),
-                "realtime_age_seconds": None if newest is None
-                else round((now - newest).total_seconds(), 3),
-                "snapshot_age_seconds": round((now - snapshot.taken_at).total_seconds(), 3),
-                "speed": {key: status.get(key) for key in (
-                    "batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")},
-            }
-        return answer
+        return {name: view_freshness(store.get(name), speed.get(name, {}), now)
+                for name in sorted(views)}
 
     return app

@@ -36,6 +36,7 @@ STACK_ENV = {
     **isolated_environment("test-batch", port_prefix=5),
     "LAMBDALAKE_BATCH__INTERVAL": "1 day",
     "LAMBDALAKE_BATCH__START_DATE": str(TODAY - timedelta(days=1)),  # one scheduled run
+    "LAMBDALAKE_BATCH__CATCHUP": "true",
     "LAMBDALAKE_BATCH__COMPLETENESS_POKE_SECONDS": "10",
     # the supervisor DAG is tested in test_platform; here it would only compete for 2 cores
     "LAMBDALAKE_SPEED__SUPERVISE_EVERY_SECONDS": "600",

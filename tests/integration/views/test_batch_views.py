@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
 
+from ground_truth import expected_view, first_copies
 from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
@@ -47,33 +47,6 @@ def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempP
     return lake
 
 
-MEASURES = {
-    "count": len,
-    "sum": lambda column: sum(column, Decimal(0)) if column.dtype == object else int(column.sum()),
-    "max": lambda column: column.max(),
-    "min": lambda column: column.min(),
-    "distinct_count": lambda column: column.nunique(),
-}
-
-
-def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, end: datetime) -> pd.DataFrame:
-    """The view computed independently with pandas: dedup, hourly windows, group, measure."""
-    events = events.sort_values(["partition", "offset"]).drop_duplicates("event_id")
-    events = events[events["event_type"].isin(view.event_types)].copy()
-    events["window_start"] = events["occurred_at"].dt.floor(f"{view.grain_seconds}s")
-    events = events[(events["window_start"] >= start.replace(tzinfo=None))
-                    & (events["window_start"] < end.replace(tzinfo=None))]
-    rows = []
-    for key, group in events.groupby(["window_start", *view.dimensions]):
-        row = dict(zip(["window_start", *view.dimensions], key))
-        for m in view.measures:
-            values = group if not m.event_types else group[group["event_type"].isin(m.event_types)]
-            column = values[m.column] if m.column else values["event_id"]
-            row[m.name] = MEASURES[m.kind](column)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def actual_view(spark: SparkSession, lake: Settings, view: ViewDefinition) -> pd.DataFrame:
     table = spark.read.format("delta").load(current_table_path(lake, view.name))
     columns = ["window_start", *view.dimensions, *(m.name for m in view.measures)]
@@ -94,7 +67,7 @@ def test_batch_view_equals_an_independent_computation(
     recompute_views(spark, lake, [view], START, START + timedelta(hours=1), "run-1")
     recompute_views(spark, lake, [view], START + timedelta(hours=1), end, "run-1")
     bronze = spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).toPandas()
-    expected = expected_view(bronze, view, START, end)
+    expected = expected_view(first_copies(bronze), view, START, end)
     actual = actual_view(spark, lake, view)
     assert len(actual) > 10
     assert normalized(actual, view) == normalized(expected, view)

@@ -1,0 +1,209 @@
+"""The platform's main job (``make demo``): traffic through every layer to a merged answer.
+
+1. Produce three hours of clickstream ending now — late events (within the views' lateness
+   allowance, so every layer counts them), duplicates and malformed records of every kind —
+   and reconcile bronze + quarantine with what was produced once ingest has caught up.
+2. Wait until the speed layer has consumed it too.
+3. Run the batch DAG through Airflow's REST API, one run over every closed hour since the
+   schedule's first day except the last: the last closed hour and the current one stay
+   with the speed layer, as they would on a platform that has been running for a while.
+4. Wait until the query API serves the new high-water mark, then show two queries whose
+   answers merge batch rows (before the mark) with real-time rows (after it).
+
+Safe to run again: each run produces new traffic (new event ids, so nothing is counted
+twice); the batch run replaces the slices it computes, and the high-water mark only moves
+forward. On a re-run, events older than the speed layer's watermark are dropped by the speed
+layer as too late (and counted) — the batch layer's next run covers them, which is the
+Lambda architecture's point.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from lambdalake.generator import Manifest, TrafficProfile
+from lambdalake.settings import Settings
+
+BATCH_DAG = "lambdalake_batch_views"
+TRAFFIC_HOURS = 3
+PRODUCE_RATE = 5_000.0
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What one demo run produces and recomputes."""
+
+    profile: TrafficProfile
+    batch_start: datetime
+    batch_end: datetime  # the high-water mark the demo waits for
+
+    @property
+    def query_start(self) -> datetime:
+        return self.batch_end - timedelta(hours=2)
+
+    @property
+    def query_end(self) -> datetime:
+        return hour_floor(datetime.now(UTC)) + timedelta(hours=1)
+
+
+def hour_floor(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoPlan:
+    """Traffic over the past hours; a batch interval from the first day to the last closed hour
+    but one. Lateness stays at 80% of the smallest allowance so the speed layer keeps it."""
+    from lambdalake.views.definition import load_views
+
+    allowance = min(view.lateness_seconds for view in load_views().values())
+    span = timedelta(hours=TRAFFIC_HOURS)
+    profile = TrafficProfile(
+        count=count, rate=PRODUCE_RATE, late_fraction=0.05,
+        max_lateness_minutes=0.8 * allowance / 60, duplicate_fraction=0.02,
+        malformed_fraction=0.02, seed=seed, start_time=now - span,
+        event_time_rate=count / span.total_seconds(),
+    )
+    first = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
+    return DemoPlan(profile, first, max(first, hour_floor(now) - timedelta(hours=1)))
+
+
+def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manifest:
+    """Produce ``profile``, wait for ingest, check bronze + quarantine grew by what was sent."""
+    from lambdalake.generator import TrafficGenerator, produce_traffic
+    from lambdalake.ingest.service import wait_caught_up
+    from lambdalake.kafka.producer import EventProducer
+    from lambdalake.lake.bookkeeping import row_count
+    from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+
+    tables = (BRONZE_TABLE, QUARANTINE_TABLE)
+    before = {table: row_count(settings.table_path(table)) for table in tables}
+    producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
+    manifest = produce_traffic(TrafficGenerator(profile), producer)
+    path = settings.state_dir / "manifests" / f"demo-seed{profile.seed}.json"
+    manifest.write(path)
+    print(f"produced {manifest.produced} records at {profile.rate:,.0f}/s over "
+          f"{TRAFFIC_HOURS} h of event time: {manifest.counts['valid']} valid, "
+          f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
+          f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min); "
+          f"manifest {path}")
+    if manifest.failed or manifest.acknowledged != manifest.produced:
+        raise RuntimeError(f"the broker did not acknowledge {manifest.failed} records")
+    wait_caught_up(settings, timeout=600)
+    expected = {BRONZE_TABLE: manifest.counts["valid"] + manifest.counts["duplicate"],
+                QUARANTINE_TABLE: manifest.malformed}
+    landed = {table: row_count(settings.table_path(table)) - before[table] for table in tables}
+    for table in tables:
+        verdict = "ok" if landed[table] == expected[table] else f"EXPECTED +{expected[table]}"
+        print(f"  {table:<20} +{landed[table]} rows ({verdict})")
+    if landed != expected:
+        raise RuntimeError("bronze/quarantine do not reconcile with what was produced")
+    return manifest
+
+
+def run_batch(settings: Settings, plan: DemoPlan) -> None:
+    """One manual run of the batch DAG over the plan's interval, through the REST API."""
+    from lambdalake.orchestration.airflow_api import AirflowClient
+    from lambdalake.stack.airflow import Airflow
+
+    af = settings.airflow
+    client = AirflowClient(af.base_url, af.admin_user, Airflow(settings).admin_password)
+    client.wait_for_dag(BATCH_DAG)
+    client.unpause(BATCH_DAG)  # from now on it also runs every closed hour on its own
+    conf = {"start": iso(plan.batch_start), "end": iso(plan.batch_end)}
+    run_id = client.trigger(BATCH_DAG, conf)
+    print(f"triggered {BATCH_DAG} for [{conf['start']}, {conf['end']}): run {run_id}; waiting ...")
+    state = client.wait_for_run(BATCH_DAG, run_id, timeout=1800)
+    for task, task_state in client.task_states(BATCH_DAG, run_id).items():
+        print(f"  {task:<16} {task_state}")
+    if state != "success":
+        raise RuntimeError(f"{BATCH_DAG} run {state}: see {af.base_url}/dags/{BATCH_DAG}")
+
+
+def wait_for_mark(settings: Settings, mark: datetime, timeout: float = 120.0) -> dict[str, Any]:
+    """The API's ``/freshness`` once every view's high-water mark reached ``mark``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        freshness = httpx.get(f"{settings.serving.base_url}/freshness", timeout=10).json()
+        marks = {view: fresh["high_water_mark"] for view, fresh in freshness.items()}
+        if all(value and value >= iso(mark) for value in marks.values()):
+            return dict(freshness)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the query API still serves high-water marks {marks}")
+        time.sleep(1)
+
+
+def example_queries(settings: Settings, plan: DemoPlan) -> list[str]:
+    """Two query URLs whose time range spans the high-water mark."""
+    span = {"from": iso(plan.query_start), "to": iso(plan.query_end)}
+    base = settings.serving.base_url
+    return [
+        f"{base}/views/page_traffic/rows?{urlencode({**span, 'where': 'page=/page/1'})}",
+        f"{base}/views/product_sales/rows?{urlencode({**span, 'where': 'currency=EUR'})}",
+    ]
+
+
+def show_answer(url: str) -> None:
+    """Print how many rows of the answer came from each layer, and its first rows."""
+    answer = httpx.get(url, timeout=10).json()
+    rows = answer["rows"]
+    sources = {source: sum(row["source"] == source for row in rows)
+               for source in ("batch", "realtime")}
+    print(f"  curl '{url}'")
+    print(f"    {len(rows)} rows: {sources['batch']} from batch (before "
+          f"{answer['snapshot']['high_water_mark']}), {sources['realtime']} real-time")
+    for row in rows[:2] + rows[-2:] if len(rows) > 4 else rows:
+        print(f"    {json.dumps(row)}")
+
+
+def quality_summary(settings: Settings) -> None:
+    """The gate results recorded so far, per layer: runs, failures, warnings."""
+    from lambdalake.quality.history import read_results, results_path
+
+    summary: dict[str, dict[str, int]] = {}
+    for result in read_results(settings):
+        counts = summary.setdefault(result["layer"], {"runs": 0, "failed": 0, "warnings": 0})
+        counts["runs"] += 1
+        counts["failed"] += not result["success"]
+        counts["warnings"] += bool(result.get("warnings"))
+    for layer, counts in sorted(summary.items()):
+        print(f"  {layer:<10} {counts['runs']} gate runs, {counts['failed']} failed, "
+              f"{counts['warnings']} with warnings")
+    print(f"  every result: {results_path(settings)}")
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPlan:
+    """The whole main job on a running stack (``lambdalake up``); returns what it did."""
+    from lambdalake.speed.stream import APP as SPEED
+    from lambdalake.streaming.service import wait_caught_up
+
+    plan = plan_demo(settings, count, int(time.time()) if seed is None else seed,
+                     datetime.now(UTC))
+    produce_and_reconcile(settings, plan.profile)
+    wait_caught_up(settings, SPEED, timeout=600)
+    print("speed layer caught up")
+    run_batch(settings, plan)
+    wait_for_mark(settings, plan.batch_end)
+    print(f"\nquery API {settings.serving.base_url} (OpenAPI: "
+          f"{settings.serving.base_url}/docs), batch before {iso(plan.batch_end)}, "
+          f"real-time after:")
+    for url in example_queries(settings, plan):
+        show_answer(url)
+    print("\ndata quality:")
+    quality_summary(settings)
+    af = settings.airflow
+    print(f"\nAirflow UI {af.base_url}/dags/{BATCH_DAG} (login {af.admin_user}, password in "
+          f"{settings.state_dir / 'secrets' / 'airflow-admin-password'} in local dev)")
+    print("every layer's freshness: make status     the same queries: "
+          ".venv/bin/lambdalake query page_traffic --where page=/page/1")
+    return plan

@@ -1,0 +1,42 @@
+"""What ``make demo`` produces and recomputes (its run on the real stack: test_demo.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from lambdalake.demo import example_queries, plan_demo
+from lambdalake.generator import TrafficGenerator
+from lambdalake.settings import Settings
+from lambdalake.views.definition import load_views
+
+NOW = datetime(2026, 11, 22, 12, 25, 7, tzinfo=UTC)
+
+
+def test_traffic_covers_the_past_hours_and_stays_within_the_lateness_allowance(
+    tmp_path: Path
+) -> None:
+    plan = plan_demo(Settings(state_dir=tmp_path), 5_000, 7, NOW)
+    events = [r.event for r in TrafficGenerator(plan.profile).records() if r.kind == "valid"]
+    times = sorted(datetime.fromisoformat(e["occurred_at"]) for e in events)
+    allowance = timedelta(seconds=min(v.lateness_seconds for v in load_views().values()))
+    assert NOW - timedelta(hours=3) - allowance < times[0] < NOW - timedelta(hours=2, minutes=50)
+    assert NOW - timedelta(minutes=1) < times[-1] <= NOW
+    head = plan.profile.start_time
+    assert head is not None
+    step = timedelta(seconds=1 / plan.profile.event_time_rate)
+    lateness = [head + i * step - t for i, t in enumerate(
+        datetime.fromisoformat(e["occurred_at"]) for e in events)]
+    assert max(lateness) < allowance  # nothing the speed layer would drop as too late
+
+
+def test_batch_covers_the_first_day_to_the_last_closed_hour_but_one(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"})
+    plan = plan_demo(settings, 1_000, 7, NOW)
+    assert plan.batch_start == datetime(2026, 11, 20, tzinfo=UTC)
+    assert plan.batch_end == datetime(2026, 11, 22, 11, tzinfo=UTC)
+    urls = example_queries(settings, plan)
+    assert [url.split("?")[0] for url in urls] == [
+        f"{settings.serving.base_url}/views/page_traffic/rows",
+        f"{settings.serving.base_url}/views/product_sales/rows"]
+    assert all("from=2026-11-22T09%3A00%3A00Z" in url for url in urls)  # spans the mark
