@@ -10,6 +10,8 @@
     lambdalake ingest    start | stop | restart | status | wait: the Kafka -> bronze stream
     lambdalake speed     start | stop | restart | status | wait: Kafka -> real-time views
     lambdalake contracts check that event contracts evolve compatibly
+    lambdalake query     a view's merged answer: batch before the high-water mark, real-time after
+    lambdalake quality   the recorded quality-gate results, newest first
     lambdalake settings  every setting as an environment variable, with its default
     lambdalake docs      regenerate the docs derived from code
     lambdalake airflow ...    any airflow CLI command against the stack's DB and config
@@ -134,6 +136,17 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.demo import run_demo
 
     run_demo(settings, args.traffic, args.seed)
+    return 0
+
+
+def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
+    """The recorded quality-gate results, newest first."""
+    from lambdalake.quality.history import read_results
+    from lambdalake.quality.report import recent, table
+
+    results = [r for r in read_results(settings) if not (args.failed and r["success"])]
+    results = recent(results, args.layer, args.limit)
+    print(json.dumps(results, indent=2) if args.format == "json" else table(results))
     return 0
 
 
@@ -344,6 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_produce(commands)
     _add_query(commands)
+    quality = commands.add_parser("quality", help="recorded quality-gate results, newest first")
+    quality.add_argument("--layer", choices=["bronze", "batch", "serving"])
+    quality.add_argument("--failed", action="store_true", help="only the failed gates")
+    quality.add_argument("--limit", type=int, default=20)
+    quality.add_argument("--format", choices=["table", "json"], default="table")
+    quality.set_defaults(run=cmd_quality)
     for app, what in (("ingest", "the Kafka -> bronze stream"),
                       ("speed", "the speed layer: Kafka -> real-time views")):
         stream = commands.add_parser(app, help=what)

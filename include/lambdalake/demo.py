@@ -163,19 +163,16 @@ def show_answer(url: str) -> None:
 
 
 def quality_summary(settings: Settings) -> None:
-    """The gate results recorded so far, per layer: runs, failures, warnings."""
+    """The gate results recorded so far: per layer, then the newest few."""
     from lambdalake.quality.history import read_results, results_path
+    from lambdalake.quality.report import per_layer, recent, table
 
-    summary: dict[str, dict[str, int]] = {}
-    for result in read_results(settings):
-        counts = summary.setdefault(result["layer"], {"runs": 0, "failed": 0, "warnings": 0})
-        counts["runs"] += 1
-        counts["failed"] += not result["success"]
-        counts["warnings"] += bool(result.get("warnings"))
-    for layer, counts in sorted(summary.items()):
-        print(f"  {layer:<10} {counts['runs']} gate runs, {counts['failed']} failed, "
-              f"{counts['warnings']} with warnings")
-    print(f"  every result: {results_path(settings)}")
+    results = read_results(settings)
+    for layer, counts in sorted(per_layer(results).items()):
+        print(f"  {layer:<8} {counts['runs']} gate runs, {counts['failed']} failed, "
+              f"{counts['with warnings']} with warnings")
+    print("\n".join(f"  {line}" for line in table(recent(results, limit=6)).splitlines()))
+    print(f"  all of them: lambdalake quality (history in {results_path(settings)})")
 
 
 def iso(moment: datetime) -> str:

@@ -1,0 +1,63 @@
+"""The quality results as ``lambdalake quality`` and ``make demo`` print them."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lambdalake.cli import build_parser, cmd_quality
+from lambdalake.quality.gate import ExpectationOutcome, GateResult
+from lambdalake.quality.history import record
+from lambdalake.quality.report import per_layer
+from lambdalake.settings import Settings
+
+HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
+
+
+def outcome(check: str, severity: str) -> ExpectationOutcome:
+    return ExpectationOutcome(check=check, expectation="expect_column_values_to_be_between",
+                              column="amount", severity=severity, rule="amount >= 0",
+                              observed=None, unexpected_count=2, samples=[-1, -5], error=None)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    settings = Settings(state_dir=tmp_path)
+    passed = GateResult("bronze", "bronze_events", HOUR, HOUR.replace(hour=11), True, [],
+                        [outcome("not_empty", "warning")], 26, 0)
+    failed = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False,
+                        [outcome("amount_not_negative", "critical")], [], 17, 40)
+    record(passed, settings, run_id="run-1")
+    record(failed, settings, run_id="run-1")
+    return settings
+
+
+def test_newest_first_with_the_verdict_and_the_failing_checks(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cmd_quality(settings, build_parser().parse_args(["quality"])) == 0
+    header, newest, oldest = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["recorded", "(UTC)", "layer"]
+    assert "product_sales" in newest and newest.endswith("FAILED: amount_not_negative")
+    assert "[2026-11-20T10:00, 2026-11-20T11:00)" in newest
+    assert "bronze_events" in oldest and oldest.endswith("passed, 1 warning")
+
+
+def test_filters_and_json(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    cmd_quality(settings, build_parser().parse_args(["quality", "--failed", "--format", "json"]))
+    [failed] = json.loads(capsys.readouterr().out)
+    assert failed["subject"] == "product_sales"
+    assert failed["critical_failures"][0]["samples"] == [-1, -5]
+    cmd_quality(settings, build_parser().parse_args(["quality", "--layer", "bronze"]))
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_counts_per_layer(settings: Settings) -> None:
+    from lambdalake.quality.history import read_results
+
+    counts = per_layer(read_results(settings))
+    assert dict(counts["bronze"]) == {"runs": 1, "failed": 0, "with warnings": 1}
+    assert dict(counts["batch"]) == {"runs": 1, "failed": 1, "with warnings": 0}
