@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query
+from pydantic import BaseModel
 
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
@@ -35,6 +36,20 @@ from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
 
 log = logging.getLogger(__name__)
+
+
+class Problem(BaseModel):
+    """What a refused request gets: the reason, and what to change."""
+
+    detail: str
+
+
+NO_VIEW: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No such view"}}
+BAD_QUERY: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "A filter, time range or page the view cannot take"}}
+NO_SNAPSHOT: dict[int | str, dict[str, Any]] = {
+    503: {"model": Problem, "description": "No snapshot could be read yet"}}
 
 
 def describe_view(view: ViewDefinition) -> dict[str, Any]:
@@ -101,7 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, f"no view {name!r} (views: {', '.join(sorted(views))})")
         return views[name]
 
-    @app.get("/health")
+    @app.get("/health", responses=NO_SNAPSHOT)
     def health() -> dict[str, Any]:
         """Whether snapshots are being refreshed (503 while none was taken)."""
         if refresher.last_success is None and refresher.last_error is not None:
@@ -113,11 +128,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def list_views() -> list[dict[str, Any]]:
         return [describe_view(views[name]) for name in sorted(views)]
 
-    @app.get("/views/{view}")
+    @app.get("/views/{view}", responses=NO_VIEW)
     def get_view(view: str) -> dict[str, Any]:
         return describe_view(view_or_404(view))
 
-    @app.get("/views/{view}/rows")
+    @app.get("/views/{view}/rows", responses={**NO_VIEW, **BAD_QUERY})
     def rows(
         view: str,
         start: Annotated[str | None, Query(alias="from", description="ISO-8601, inclusive: "
