@@ -37,14 +37,14 @@ settings = get_settings()
 )
 def lambdalake_serving() -> None:
     @task(execution_timeout=timedelta(minutes=20))
-    def maintain(view: str) -> str:
+    def maintain(view: str, run_id: str | None = None) -> str:
         """Reconcile one view's real-time rows with batch; collapse and retire if they agree."""
         from airflow.exceptions import AirflowFailException
 
         from lambdalake.serving.maintenance import maintain as maintain_view
         from lambdalake.views.definition import load_views
 
-        report = maintain_view(get_settings(), load_views()[view])
+        report = maintain_view(get_settings(), load_views()[view], run_id)
         print(report.summary())
         if not report.gate.success:
             raise AirflowFailException(report.gate.report())

@@ -234,6 +234,23 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
                   f"{batch_rows} from batch before {mark:%H:%M}, the rest real-time")
 
 
+def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:
+    settings = platform.settings
+    base = settings.airflow.base_url
+    token = httpx.post(f"{base}/auth/token", timeout=30, json={
+        "username": settings.airflow.admin_user, "password": platform.airflow.admin_password,
+    }).json()["access_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    plugins = httpx.get(f"{base}/api/v2/plugins", headers=auth, timeout=30).json()["plugins"]
+    assert "lambdalake_quality" in {plugin["name"] for plugin in plugins}
+    assert httpx.get(f"{base}/lambdalake-quality/", timeout=30).status_code == 401
+    page = httpx.get(f"{base}/lambdalake-quality/", headers=auth, timeout=30)
+    assert page.status_code == 200
+    assert "Per layer and subject" in page.text and "product_sales" in page.text  # the demo's
+    cookie = httpx.get(f"{base}/lambdalake-quality/", cookies={"_token": token}, timeout=30)
+    assert cookie.status_code == 200  # how the UI's iframe is let in
+
+
 def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings), "the stack's processes should be findable"
     stopped = platform.down()

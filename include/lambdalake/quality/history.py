@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lambdalake.quality.gate import GateResult
 from lambdalake.settings import Settings
+
+if TYPE_CHECKING:
+    from lambdalake.quality.gate import GateResult
 
 
 def results_path(settings: Settings) -> Path:

@@ -223,8 +223,10 @@ def retire(settings: Settings, view: ViewDefinition, before: datetime) -> int:
     return 0
 
 
-def maintain(settings: Settings, view: ViewDefinition) -> MaintenanceReport:
-    """Reconcile, record, collapse and retire one view's real-time rows."""
+def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
+             ) -> MaintenanceReport:
+    """Reconcile, record (with the DAG run's id), collapse and retire one view's real-time
+    rows."""
     from lambdalake.quality.history import record
 
     began = time.monotonic()
@@ -242,7 +244,7 @@ def maintain(settings: Settings, view: ViewDefinition) -> MaintenanceReport:
     start = windows[0] if windows else snapshot.high_water_mark
     end = windows[-1] + timedelta(seconds=view.grain_seconds) if windows else start
     gate = gate_result(view, compared, drifts, speed.late_rows_dropped, start, end, began)
-    record(gate, settings, windows_compared=len(windows))
+    record(gate, settings, run_id=run_id, windows_compared=len(windows))
     if not gate.success:  # keep the evidence: nothing is rewritten until the layers agree
         return MaintenanceReport(view.name, gate, len(windows), 0, 0)
     collapsed = collapse(settings, snapshot, closed_before) if speed.watermark else 0

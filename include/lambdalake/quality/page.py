@@ -1,0 +1,159 @@
+"""The "Data quality" page of the Airflow UI: a small FastAPI app that the plugin in
+``plugins/`` mounts into Airflow's api-server.
+
+It reads the gate results the layers record (``lambdalake.quality.history``) and renders
+plain HTML with inline styles — nothing is loaded from the network, so the page works
+offline. Pages:
+
+- ``/`` — the newest verdict and a trend of recent verdicts per layer and subject, the
+  failing expectations with sample unexpected values, and the recent validations;
+  ``?layer=`` and ``?subject=`` narrow it;
+- ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run).
+
+Access control is the caller's: ``create_quality_app(require_user, run_access)`` puts the
+dependencies on the routes (the plugin passes Airflow's own, so only logged-in users see
+the page, and a run's tab only those who may read that DAG's runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse
+
+from lambdalake.quality.history import read_results
+from lambdalake.quality.report import recent, verdict
+from lambdalake.settings import Settings, get_settings
+
+TREND_LENGTH = 12
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d2530}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}
+th,td{text-align:left;padding:.3rem .6rem;border-bottom:1px solid #dde2e8;vertical-align:top}
+th{background:#f3f5f8}.passed{color:#1a7f37}.warning{color:#9a6700}.failed{color:#cf222e}
+.mark{display:inline-block;width:.8rem;height:.8rem;margin-right:2px;border-radius:2px}
+.mark.passed{background:#2da44e}.mark.warning{background:#d4a72c}.mark.failed{background:#cf222e}
+code{background:#f3f5f8;padding:0 .2rem}.muted{color:#6e7781}
+"""
+
+
+def status(result: dict[str, Any]) -> str:
+    """``passed``, ``warning`` or ``failed``: the CSS class of a verdict."""
+    if not result["success"]:
+        return "failed"
+    return "warning" if result["warnings"] else "passed"
+
+
+def interval(result: dict[str, Any]) -> str:
+    return f"{result['start'][:16].replace('T', ' ')} – {result['end'][:16].replace('T', ' ')}"
+
+
+def latest_per_subject(results: list[dict[str, Any]]) -> str:
+    """One row per (layer, subject): newest verdict, a trend of recent ones, failures."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for result in recent(results, limit=len(results)):  # newest first
+        groups.setdefault((result["layer"], result["subject"]), []).append(result)
+    rows = []
+    for (layer, subject), group in sorted(groups.items()):
+        newest = group[0]
+        trend = "".join(
+            f'<span class="mark {status(r)}" title="{escape(interval(r))}: '
+            f'{escape(verdict(r))}"></span>' for r in reversed(group[:TREND_LENGTH]))
+        failed = sum(not r["success"] for r in group)
+        rows.append(
+            f"<tr><td>{escape(layer)}</td><td>{escape(subject)}</td>"
+            f"<td>{escape(interval(newest))}</td>"
+            f'<td class="{status(newest)}">{escape(verdict(newest))}</td>'
+            f"<td>{trend}</td><td>{failed} of {len(group)}</td></tr>")
+    return _table(["layer", "subject", "newest interval", "newest verdict",
+                   f"last {TREND_LENGTH} (oldest → newest)", "failed"], rows)
+
+
+def failing_expectations(results: list[dict[str, Any]], limit: int = 30) -> str:
+    """Every critical failure and warning of the newest results, with sample values."""
+    rows = []
+    for result in recent(results, limit=len(results)):
+        for severity, outcomes in (("critical", result["critical_failures"]),
+                                   ("warning", result["warnings"])):
+            for outcome in outcomes:
+                found = (outcome.get("error") or
+                         (f"{outcome['unexpected_count']} unexpected"
+                          if outcome.get("unexpected_count") is not None
+                          else f"observed {outcome.get('observed')}"))
+                samples = ", ".join(escape(repr(s)) for s in outcome.get("samples") or [])
+                css = "failed" if severity == "critical" else "warning"
+                rows.append(
+                    f"<tr><td>{escape(result['layer'])} {escape(result['subject'])}</td>"
+                    f"<td>{escape(interval(result))}</td>"
+                    f'<td class="{css}">{severity}</td><td><code>{escape(outcome["check"])}'
+                    f"</code><br><span class=muted>{escape(outcome.get('rule') or '')}</span>"
+                    f"</td><td>{escape(str(found))}</td><td>{samples}</td></tr>")
+    if not rows:
+        return "<p class=passed>No failing expectations.</p>"
+    return _table(["slice", "interval", "severity", "expectation", "found", "samples"],
+                  rows[:limit])
+
+
+def validations(results: list[dict[str, Any]]) -> str:
+    """One row per validation, newest first."""
+    rows = []
+    for result in recent(results, limit=len(results)):
+        rows.append(
+            f"<tr><td>{escape(result['recorded_at'][:19].replace('T', ' '))}</td>"
+            f"<td>{escape(result['layer'])}</td><td>{escape(result['subject'])}</td>"
+            f"<td>{escape(interval(result))}</td><td>{result['rows']}</td>"
+            f'<td class="{status(result)}">{escape(verdict(result))}</td>'
+            f"<td>{result.get('seconds', '')}</td>"
+            f"<td>{escape(result.get('run_id') or '')}</td></tr>")
+    return _table(["recorded (UTC)", "layer", "subject", "interval", "rows", "verdict",
+                   "seconds", "run"], rows)
+
+
+def _table(header: list[str], rows: list[str]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>")
+
+
+def create_quality_app(
+    require_user: Callable[..., Any], run_access: Callable[..., Any] | None = None,
+    settings: Callable[[], Settings] = get_settings,
+) -> FastAPI:
+    """The page's app: every route depends on ``require_user`` (authentication), a run's
+    page also on ``run_access`` (authorization to read that DAG's runs)."""
+    app = FastAPI(title="lambdalake data quality", dependencies=[Depends(require_user)],
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/", response_class=HTMLResponse)
+    def overview(layer: str | None = None, subject: str | None = None, limit: int = 50) -> str:
+        results = [r for r in read_results(settings())
+                   if (layer is None or r["layer"] == layer)
+                   and (subject is None or r["subject"] == subject)]
+        if not results:
+            return _page("Data quality", "<p class=muted>No validation recorded yet.</p>")
+        newest = recent(results, limit=max(1, min(limit, 1000)))
+        return _page("Data quality", (
+            "<h2>Per layer and subject</h2>" + latest_per_subject(results)
+            + "<h2>Failing expectations (newest first)</h2>" + failing_expectations(newest)
+            + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
+            + validations(newest)))
+
+    @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
+             dependencies=[Depends(run_access)] if run_access else [])
+    def run_page(dag_id: str, run_id: str) -> str:
+        results = [r for r in read_results(settings()) if r.get("run_id") == run_id]
+        title = f"Data quality of {dag_id} run {run_id}"
+        if not results:
+            return _page(title, "<p class=muted>This run recorded no validation.</p>")
+        return _page(title, failing_expectations(results) + "<h2>Validations</h2>"
+                     + validations(results))
+
+    return app

@@ -1,0 +1,66 @@
+"""The Data quality page: what it shows, that it needs no network, and that every route
+depends on the authentication it is given (the plugin gives Airflow's)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi import Header, HTTPException
+from fastapi.testclient import TestClient
+
+from lambdalake.quality.gate import ExpectationOutcome, GateResult
+from lambdalake.quality.history import record
+from lambdalake.quality.page import create_quality_app
+from lambdalake.settings import Settings
+
+HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
+
+
+def require_token(authorization: str = Header("")) -> str:
+    if authorization != "Bearer good":
+        raise HTTPException(401, "Not authenticated")
+    return "admin"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> TestClient:
+    settings = Settings(state_dir=tmp_path)
+    negative = ExpectationOutcome("amount_not_negative", "expect_column_values_to_be_between",
+                                  "revenue", "critical", "revenue >= 0", None, 2, [-3, "<b>"])
+    for hour, success in ((10, True), (11, False)):
+        start = HOUR.replace(hour=hour)
+        result = GateResult("batch", "product_sales", start, start.replace(hour=hour + 1),
+                            success, [] if success else [negative], [], 17, 40)
+        record(result, settings, run_id=f"manual__{hour}")
+    app = create_quality_app(require_token, settings=lambda: settings)
+    return TestClient(app, headers={"Authorization": "Bearer good"})
+
+
+def test_the_overview_shows_trend_failures_and_samples(client: TestClient) -> None:
+    page = client.get("/").text
+    assert "product_sales" in page and "1 of 2" in page  # failed of recent runs
+    assert page.count('class="mark passed"') == 1 and page.count('class="mark failed"') == 1
+    assert "amount_not_negative" in page and "2 unexpected" in page and "-3" in page
+    assert "&lt;b&gt;" in page and "<b>" not in page  # sample values are escaped
+    assert "http://" not in page and "https://" not in page  # works offline
+
+
+def test_a_runs_page_shows_only_that_runs_validations(client: TestClient) -> None:
+    page = client.get("/runs/lambdalake_batch_views/manual__10").text
+    assert "manual__10" in page and "manual__11" not in page
+    assert "No failing expectations" in page
+    empty = client.get("/runs/lambdalake_batch_views/other").text
+    assert "recorded no validation" in empty
+
+
+def test_filters_narrow_the_overview(client: TestClient) -> None:
+    assert "No validation recorded yet" in client.get("/", params={"layer": "bronze"}).text
+    assert "product_sales" in client.get("/", params={"subject": "product_sales"}).text
+
+
+def test_every_route_needs_the_authentication_it_was_given(client: TestClient) -> None:
+    for path in ("/", "/runs/d/r"):
+        assert client.get(path, headers={"Authorization": ""}).status_code == 401
+        assert client.get(path).status_code == 200
