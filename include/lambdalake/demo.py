@@ -145,7 +145,7 @@ def example_queries(settings: Settings, plan: DemoPlan) -> list[str]:
     base = settings.serving.base_url
     return [
         f"{base}/views/page_traffic/rows?{urlencode({**span, 'where': 'page=/page/1'})}",
-        f"{base}/views/product_sales/rows?{urlencode({**span, 'where': 'currency=EUR'})}",
+        f"{base}/views/funnel/rows?{urlencode({**span, 'where': 'country=DE'})}",
     ]
 
 

@@ -38,5 +38,5 @@ def test_batch_covers_the_first_day_to_the_last_closed_hour_but_one(tmp_path: Pa
     urls = example_queries(settings, plan)
     assert [url.split("?")[0] for url in urls] == [
         f"{settings.serving.base_url}/views/page_traffic/rows",
-        f"{settings.serving.base_url}/views/product_sales/rows"]
+        f"{settings.serving.base_url}/views/funnel/rows"]
     assert all("from=2026-11-22T09%3A00%3A00Z" in url for url in urls)  # spans the mark

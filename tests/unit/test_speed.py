@@ -126,3 +126,24 @@ def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Setting
     assert sorted(written["batch_id"].to_pylist()) == [0, 0, 2]
     assert written.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
     assert table.metadata().partition_columns == ["window_start"]
+
+
+def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Settings) -> None:
+    """While a query idles, Spark reports the id of the next batch with no rows; when that
+    batch then runs with data (and late drops), it must be recorded all the same."""
+    from lambdalake.streaming.progress import QuerySnapshot, record_batches
+
+    def report(batch: int, rows: int, dropped: int = 0) -> dict:
+        return {"batchId": batch, "numInputRows": rows, "timestamp": "2026-11-22T13:01:00.000Z",
+                "durationMs": {"triggerExecution": 10},
+                "stateOperators": [{"numRowsDroppedByWatermark": dropped}]}
+
+    recorded: dict[str, int] = {}
+    polls = [[report(2, 500)], [report(3, 0)], [report(3, 0)], [report(3, 800, dropped=40)],
+             [report(3, 800, dropped=40), report(4, 0)]]
+    new = [record_batches(settings, APP, [QuerySnapshot("speed_funnel", "run", True, poll)],
+                          recorded) for poll in polls]
+    assert [[entry["batch_id"] for entry in batch] for batch in new] == [[2], [], [], [3], []]
+    history = read_history(settings, APP)
+    assert [(e["batch_id"], e["dropped_by_watermark"]) for e in history] == [(2, 0), (3, 40)]
+    assert LateRows(history).totals() == {"speed_funnel": 40}

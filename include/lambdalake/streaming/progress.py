@@ -151,17 +151,18 @@ def record_batches(
         newest = recorded.get(snapshot.name, -1)
         for progress in snapshot.recent:
             batch = progress["batchId"]
-            if batch <= newest:
+            dropped = dropped_by_watermark(progress)
+            # a report without rows is not recorded, nor taken as seen: while a query idles,
+            # Spark reports the id of the *next* batch, which then runs with data
+            if batch <= newest or not (progress["numInputRows"] or dropped):
                 continue
             newest = batch
-            dropped = dropped_by_watermark(progress)
-            if progress["numInputRows"] or dropped:
-                new.append({
-                    "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
-                    "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
-                    "dropped_by_watermark": dropped,
-                    "duration_ms": progress["durationMs"].get("triggerExecution"),
-                })
+            new.append({
+                "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
+                "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
+                "dropped_by_watermark": dropped,
+                "duration_ms": progress["durationMs"].get("triggerExecution"),
+            })
         recorded[snapshot.name] = newest
     if new:
         path = history_path(settings, app)
