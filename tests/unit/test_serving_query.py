@@ -210,3 +210,16 @@ def test_status_shows_each_views_high_water_mark_and_realtime_age(
     assert "view v1" in page_traffic and "newest real-time row" in page_traffic
     [funnel] = [line for line in lines if line.startswith("serving funnel:")]
     assert "batch up to 2026-11-20T00:00:00Z" in funnel and "no real-time rows" in funnel
+
+
+def test_instants_are_utc_whatever_the_machines_time_zone() -> None:
+    """Queries cast instants to TIMESTAMP, which DuckDB does in its session's time zone."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from lambdalake.serving.snapshot import sql_cursor; print(sql_cursor().execute("
+            "\"SELECT CAST(TIMESTAMPTZ '2026-11-20 00:00:00+00' AS TIMESTAMP)\").fetchone()[0])")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "TZ": "America/New_York"}).stdout
+    assert shown.strip() == "2026-11-20 00:00:00"

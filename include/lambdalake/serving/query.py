@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 
-from lambdalake.serving.snapshot import ViewSnapshot, quoted, sql_cursor
+from lambdalake.serving.snapshot import ViewSnapshot, quoted, rows_between, sql_cursor
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -108,26 +108,32 @@ def parse_query(
 def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     """One page of the merged answer, read from ``snapshot`` only."""
     view = query.view
-    columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
-    selected = ", ".join(quoted(c) for c in columns)
+    mark = snapshot.high_water_mark
+    columns = [*(f"CAST({c} AS TIMESTAMP) AS {c}" for c in ("window_start", "window_end")),
+               *(quoted(c) for c in [*view.dimensions, *(m.name for m in view.measures)])]
     conditions, parameters = _conditions(query)
     parts = []
     with sql_cursor() as connection:
-        for table, source, as_of, side in (
-            (snapshot.batch_rows, "batch", "computed_at", "window_start < $mark"),
-            (snapshot.realtime_rows, "realtime", "updated_at", "window_start >= $mark"),
+        for rows, source, as_of, start, end in (
+            (snapshot.batch_rows, "batch", "computed_at", query.start,
+             mark if query.end is None else min(query.end, mark)),
+            (snapshot.realtime_rows, "realtime", "updated_at",
+             mark if query.start is None else max(query.start, mark), query.end),
         ):
-            if table is None:
+            if rows is None:
                 continue
-            connection.register(f"{source}_rows", table)
-            parts.append(f"SELECT {selected}, '{source}' AS source, {as_of} AS as_of "
+            # only the rows of this layer's side of the mark within the range reach DuckDB;
+            # the conditions below repeat the range, so the answer never depends on the slice
+            connection.register(f"{source}_rows", rows_between(rows, start, end))
+            side = "window_start < $mark" if source == "batch" else "window_start >= $mark"
+            parts.append(f"SELECT {', '.join(columns)}, '{source}' AS source, "
+                         f"CAST({as_of} AS TIMESTAMP) AS as_of "
                          f"FROM {source}_rows WHERE {' AND '.join([side, *conditions])}")
         if not parts:
             return QueryResult(view.name, [], None, describe(snapshot))
         order = ", ".join(quoted(c) for c in ["window_start", *view.dimensions])
         sql = f"{' UNION ALL '.join(parts)} ORDER BY {order} LIMIT $limit OFFSET $offset"
-        parameters.update(mark=snapshot.high_water_mark, limit=query.limit + 1,
-                          offset=query.offset)
+        parameters.update(mark=mark, limit=query.limit + 1, offset=query.offset)
         cursor = connection.execute(sql, parameters)
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, map(json_value, row), strict=True)) for row in cursor.fetchall()]
