@@ -133,7 +133,7 @@ def test_a_page_carries_where_it_was_read_from(
     store = SnapshotStore(lake, views)
     store.refresh()
     result = run_query(store.get("page_traffic"), parse_query(views, "page_traffic"))
-    assert result.rows[0]["as_of"] == "2026-11-20T00:00:00Z"
+    assert result.rows[0]["as_of"] == "2026-11-20T00:00:00.000Z"  # to the millisecond
     assert result.snapshot["high_water_mark"] == "2026-11-20T01:00:00Z"
     assert result.snapshot["batch"] == {"view_version": 1, "delta_version": 0}
     assert result.snapshot["realtime"]["delta_version"] is None

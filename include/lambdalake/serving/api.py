@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from lambdalake.serving.freshness import view_freshness
@@ -141,7 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         where: Annotated[list[str] | None, Query(description="DIMENSION=VALUE, repeatable")] = None,
         limit: Annotated[int, Query(description="rows per page")] = settings.serving.default_limit,
         offset: Annotated[int, Query(description="rows to skip (next_offset of a page)")] = 0,
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         """One page of the view: batch rows before the high-water mark, real-time after."""
         try:
             query = parse_query(views, view, start=start, end=end, where=where, limit=limit,
@@ -151,8 +152,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except QueryError as error:
             raise HTTPException(400, str(error)) from None
         result = run_query(store.get(view), query)
-        return {"view": result.view, "rows": result.rows, "next_offset": result.next_offset,
-                "snapshot": result.snapshot}
+        # rows hold JSON values already (json_value): serialised as they are, without
+        # FastAPI's per-value encoder walk, which cost as much as the query
+        return JSONResponse({"view": result.view, "rows": result.rows,
+                             "next_offset": result.next_offset, "snapshot": result.snapshot})
 
     @app.get("/freshness")
     def freshness() -> dict[str, Any]:

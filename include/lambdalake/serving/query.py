@@ -7,8 +7,11 @@ counted by both layers or by neither. A query selects the windows that *start* i
 dimensions, one page at a time. Each row says which layer answered it (``source``) and as
 of when (``as_of``: the batch computation or the real-time write).
 
-Requests never reach SQL text: view, dimension and measure names are checked against the
-view definitions (and quoted), values are bound parameters.
+A query is answered with Arrow compute on the snapshot's in-memory tables: each layer's
+rows are kept sorted by window, so its side of the mark within the range is a zero-copy
+slice; dimension filters are vectorised comparisons; the page is sorted and cut from what
+is left. No SQL is involved, so no request value can become query text; names are checked
+against the view definitions before they are used.
 
 >>> query = parse_query(views, "page_traffic", start="2026-11-22T10:00Z", where=["page=/cart"])  # doctest: +SKIP
 >>> run_query(store.get("page_traffic"), query).rows[0]["source"]           # doctest: +SKIP
@@ -22,8 +25,10 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from lambdalake.serving.snapshot import ViewSnapshot, quoted, rows_between, sql_cursor
+from lambdalake.serving.snapshot import ViewSnapshot, rows_between
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -109,51 +114,57 @@ def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     """One page of the merged answer, read from ``snapshot`` only."""
     view = query.view
     mark = snapshot.high_water_mark
-    columns = [*(f"CAST({c} AS TIMESTAMP) AS {c}" for c in ("window_start", "window_end")),
-               *(quoted(c) for c in [*view.dimensions, *(m.name for m in view.measures)])]
-    conditions, parameters = _conditions(query)
-    parts = []
-    with sql_cursor() as connection:
-        for rows, source, as_of, start, end in (
-            (snapshot.batch_rows, "batch", "computed_at", query.start,
-             mark if query.end is None else min(query.end, mark)),
-            (snapshot.realtime_rows, "realtime", "updated_at",
-             mark if query.start is None else max(query.start, mark), query.end),
-        ):
-            if rows is None:
-                continue
-            # only the rows of this layer's side of the mark within the range reach DuckDB;
-            # the conditions below repeat the range, so the answer never depends on the slice
-            connection.register(f"{source}_rows", rows_between(rows, start, end))
-            side = "window_start < $mark" if source == "batch" else "window_start >= $mark"
-            parts.append(f"SELECT {', '.join(columns)}, '{source}' AS source, "
-                         f"CAST({as_of} AS TIMESTAMP) AS as_of "
-                         f"FROM {source}_rows WHERE {' AND '.join([side, *conditions])}")
-        if not parts:
-            return QueryResult(view.name, [], None, describe(snapshot))
-        order = ", ".join(quoted(c) for c in ["window_start", *view.dimensions])
-        sql = f"{' UNION ALL '.join(parts)} ORDER BY {order} LIMIT $limit OFFSET $offset"
-        parameters.update(mark=mark, limit=query.limit + 1, offset=query.offset)
-        cursor = connection.execute(sql, parameters)
-        names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, map(json_value, row), strict=True)) for row in cursor.fetchall()]
+    sides = (
+        (snapshot.batch_rows, "batch", "computed_at", query.start,
+         mark if query.end is None else min(query.end, mark)),
+        (snapshot.realtime_rows, "realtime", "updated_at",
+         mark if query.start is None else max(query.start, mark), query.end),
+    )
+    columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
+    parts = [_side(rows, source, as_of, start, end, columns, query.filters)
+             for rows, source, as_of, start, end in sides if rows is not None]
+    if not parts:
+        return QueryResult(view.name, [], None, describe(snapshot))
+    merged = pa.concat_tables(parts, promote_options="permissive")
+    order = [(column, "ascending") for column in ["window_start", *view.dimensions]]
+    page = merged.sort_by(order).slice(query.offset, query.limit + 1)
+    rows = json_columns(page).to_pylist()
     more = len(rows) > query.limit
     return QueryResult(view.name, rows[: query.limit],
                        query.offset + query.limit if more else None, describe(snapshot))
 
 
-def _conditions(query: ViewQuery) -> tuple[list[str], dict[str, Any]]:
-    conditions, parameters = [], {}
-    if query.start:
-        conditions.append("window_start >= $start")
-        parameters["start"] = query.start
-    if query.end:
-        conditions.append("window_start < $end")
-        parameters["end"] = query.end
-    for index, (dimension, value) in enumerate(sorted(query.filters.items())):
-        conditions.append(f"CAST({quoted(dimension)} AS VARCHAR) = $f{index}")
-        parameters[f"f{index}"] = value
-    return conditions, parameters
+def _side(rows: pa.Table, source: str, as_of: str, start: datetime | None,
+          end: datetime | None, columns: list[str], filters: dict[str, str]) -> pa.Table:
+    """One layer's rows with windows starting in [start, end) that match ``filters``."""
+    chosen = rows_between(rows, start, end)
+    for dimension, value in sorted(filters.items()):
+        chosen = chosen.filter(pc.equal(pc.cast(chosen.column(dimension), pa.string()), value))
+    return pa.table({
+        **{c: chosen.column(c).cast(_UTC) if c.startswith("window_") else chosen.column(c)
+           for c in columns},
+        "source": pa.array([source] * chosen.num_rows, pa.string()),
+        "as_of": chosen.column(as_of).cast(_UTC),
+    })
+
+
+_UTC = pa.timestamp("us", tz="UTC")
+_PRECISION = {"window_start": "s", "window_end": "s", "as_of": "ms"}
+
+
+def json_columns(page: pa.Table) -> pa.Table:
+    """The page with JSON's types, converted column by column in Arrow (not value by value in
+    Python): windows as ISO-8601 UTC to the second, ``as_of`` to the millisecond, decimals as
+    exact strings."""
+    converted = {}
+    for name, column in zip(page.column_names, page.columns, strict=True):
+        if pa.types.is_timestamp(column.type):
+            unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
+            column = pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
+        elif pa.types.is_decimal(column.type):
+            column = column.cast(pa.string())
+        converted[name] = column
+    return pa.table(converted)
 
 
 def describe(snapshot: ViewSnapshot) -> dict[str, Any]:
