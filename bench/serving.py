@@ -6,8 +6,8 @@ hours, and its real-time table over the last 8 hours, written as 300 small appen
 each update every page of the then-newest hour, as the speed layer does (so serving keeps
 each key's newest row out of 60,000).
 
-The real API (``uvicorn --factory lambdalake.serving.api:create_app``, flags as the stack
-starts it, one process reading that lake) runs in a subprocess. At 1, 10 and 50 concurrent
+The real API, started with the stack's own command (``serving.service.uvicorn_command``:
+uvicorn, ``serving.workers`` processes, each reading that lake), runs in a subprocess. At 1, 10 and 50 concurrent
 clients - threads, each with its own persistent httpx client, sending requests back to
 back for a fixed time - four typical queries are sent in turn: one page over 24 hours
 across the high-water mark, all pages of the newest hour (real-time only), all pages of one
@@ -25,7 +25,6 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -44,6 +43,7 @@ from deltalake import write_deltalake
 
 from bench.common import Result, Stopwatch, summary
 from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_query
+from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.speed.realtime import realtime_table
@@ -231,17 +231,16 @@ def free_port() -> int:
 @contextmanager
 def api_server(lake: Settings) -> Iterator[str]:
     """The query API over ``lake`` in a uvicorn subprocess, up and refreshed; its URL."""
-    port = str(free_port())
+    served = lake.model_copy(deep=True)
+    served.serving.port = free_port()
     log = Path(lake.lake.root).parent / "api.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "lambdalake.serving.api:create_app",
-             "--host", "127.0.0.1", "--port", port, "--no-access-log"],
-            env={**os.environ, **lake.to_environment(), "LAMBDALAKE_SERVING__PORT": port},
+            uvicorn_command(served), env={**os.environ, **served.to_environment()},
             cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT,
         )
     try:
-        base_url = f"http://127.0.0.1:{port}"
+        base_url = served.serving.base_url
         wait_refreshed(process, base_url, log)
         yield base_url
     finally:

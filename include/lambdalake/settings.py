@@ -232,6 +232,9 @@ class ServingSettings(BaseModel):
 
     host: str = Field(LOOPBACK, description="query API address")
     port: int = 8000
+    workers: int = Field(
+        2, ge=1, description="query API processes (each keeps its own snapshots in memory)"
+    )
     refresh_seconds: float = Field(
         0.25, gt=0, description="how often the API looks for new Delta versions"
     )

@@ -134,6 +134,7 @@ def test_the_query_api_serves_the_shared_lake_on_its_setting_port(
     command = service["command"]
     assert command[:3] == ["uvicorn", "--factory", APP_FACTORY]
     assert command[command.index("--port") + 1] == str(settings.serving.port)
+    assert command[command.index("--workers") + 1] == str(settings.serving.workers)
     assert f"127.0.0.1:{settings.serving.port}:{settings.serving.port}" in service["ports"]
     assert "lambdalake-state:/var/lib/lambdalake" in service["volumes"]  # the lake it reads
     assert str(settings.lake.root) == "/var/lib/lambdalake/lake"

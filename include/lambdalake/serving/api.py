@@ -134,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return describe_view(view_or_404(view))
 
     @app.get("/views/{view}/rows", responses={**NO_VIEW, **BAD_QUERY})
-    def rows(
+    async def rows(
         view: str,
         start: Annotated[str | None, Query(alias="from", description="ISO-8601, inclusive: "
                                            "windows starting at or after it")] = None,
@@ -143,7 +143,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limit: Annotated[int, Query(description="rows per page")] = settings.serving.default_limit,
         offset: Annotated[int, Query(description="rows to skip (next_offset of a page)")] = 0,
     ) -> JSONResponse:
-        """One page of the view: batch rows before the high-water mark, real-time after."""
+        """One page of the view: batch rows before the high-water mark, real-time after.
+
+        ``async`` although it computes: a query takes under a millisecond of CPU on an
+        in-memory snapshot, less than handing it to a worker thread and back costs."""
         try:
             query = parse_query(views, view, start=start, end=end, where=where, limit=limit,
                                 offset=offset, max_limit=settings.serving.max_limit)

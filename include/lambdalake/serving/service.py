@@ -13,6 +13,14 @@ from lambdalake.stack.process import ManagedProcess
 APP_FACTORY = "lambdalake.serving.api:create_app"
 
 
+def uvicorn_command(settings: Settings) -> list[str]:
+    """How the API is served: ``serving.workers`` uvicorn processes on host:port, each with
+    its own snapshots (a query is CPU, and one process has one GIL)."""
+    serving = settings.serving
+    return [sys.executable, "-m", "uvicorn", "--factory", APP_FACTORY, "--host", serving.host,
+            "--port", str(serving.port), "--workers", str(serving.workers), "--no-access-log"]
+
+
 class ServingService:
     """``uvicorn --factory lambdalake.serving.api:create_app`` with the stack's settings."""
 
@@ -22,13 +30,11 @@ class ServingService:
 
     def start(self, timeout: float = 60.0) -> int:
         """Start unless running; wait until ``/health`` answers; return the pid."""
-        serving = self.settings.serving
-        pid = self.process.start(
-            [sys.executable, "-m", "uvicorn", "--factory", APP_FACTORY, "--host", serving.host,
-             "--port", str(serving.port), "--no-access-log"],
-            env={**os.environ, **self.settings.to_environment()}, cwd=PROJECT_ROOT,
-        )
-        self.process.wait_until(self.healthy, timeout, f"GET {serving.base_url}/health")
+        pid = self.process.start(uvicorn_command(self.settings),
+                                 env={**os.environ, **self.settings.to_environment()},
+                                 cwd=PROJECT_ROOT)
+        self.process.wait_until(self.healthy, timeout,
+                                f"GET {self.settings.serving.base_url}/health")
         return pid
 
     def healthy(self) -> bool:
