@@ -107,8 +107,8 @@ def view_freshness(settings: Settings, view: ViewDefinition, records: list[Recor
     ends = _batch_ends(Path(settings.checkpoint_path(query_name(view))),
                        settings.kafka.events_topic.name)
     commits = _commits(Path(settings.table_path(realtime_table(view))))
-    served = [version if version is not None else -1 for _, version in
-              ((t, versions.get(view.name)) for t, versions in polls)]
+    served = [-1 if (version := versions.get(view.name)) is None else version  # -1: no table
+              for _, versions in polls]
     readable, visible = [], []
     for partition, offset, created, event_type in records:
         if event_type not in view.event_types:

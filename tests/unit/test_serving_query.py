@@ -213,7 +213,7 @@ def test_status_shows_each_views_high_water_mark_and_realtime_age(
 
 
 def test_instants_are_utc_whatever_the_machines_time_zone() -> None:
-    """Queries cast instants to TIMESTAMP, which DuckDB does in its session's time zone."""
+    """DuckDB converts instants in its session's time zone: the serving DB's is UTC."""
     import os
     import subprocess
     import sys

@@ -57,7 +57,9 @@ class ViewSnapshot:
 
 _DATABASE = duckdb.connect()
 """One in-memory DuckDB for the process: opening one costs ~20 ms, a cursor ~1 ms."""
-_DATABASE.execute("SET GLOBAL TimeZone = 'UTC'")  # instants cast to TIMESTAMP are UTC
+# DuckDB hands instants over (and converts them) in its session's time zone, which is the
+# machine's unless set: UTC, like the lake, whatever the host says
+_DATABASE.execute("SET GLOBAL TimeZone = 'UTC'")
 
 
 def sql_cursor() -> duckdb.DuckDBPyConnection:
