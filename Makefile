@@ -7,8 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 LAMBDALAKE := $(BIN)/lambdalake
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup up down status demo test test-unit bench lock clean
+.PHONY: setup up down status demo report test test-unit bench lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -17,6 +18,10 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
+
+$(CHROMIUM):           # Debian's chromium, for the test that renders the Airflow plugin page
+	@test "$$(id -u)" = 0 || { echo "need Debian's chromium: apt-get install chromium (as root)"; exit 1; }
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium
 
 setup: $(INSTALLED)   ## venv, JVM jars from Maven Central, state dirs
 	$(LAMBDALAKE) setup
@@ -33,7 +38,10 @@ status:
 demo: up              ## the platform's main job, run through Airflow
 	$(LAMBDALAKE) demo
 
-test: setup           ## the whole suite: unit tests, then integration tests on real processes
+report:               ## data-quality summary on the terminal; HTML report with GX Data Docs
+	$(LAMBDALAKE) report
+
+test: setup $(CHROMIUM)  ## the whole suite: unit tests, then integration tests on real processes
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: $(INSTALLED)

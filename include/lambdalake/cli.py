@@ -12,6 +12,7 @@
     lambdalake contracts check that event contracts evolve compatibly
     lambdalake query     a view's merged answer: batch before the high-water mark, real-time after
     lambdalake quality   the recorded quality-gate results, newest first
+    lambdalake report    the data-quality summary, and the HTML report with its Data Docs
     lambdalake settings  every setting as an environment variable, with its default
     lambdalake docs      regenerate the docs derived from code
     lambdalake airflow ...    any airflow CLI command against the stack's DB and config
@@ -33,13 +34,16 @@ SETTINGS_TABLE_END = "<!-- /settings-table -->"
 
 
 def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
+    from lambdalake.quality.docs import vendor_assets
     from lambdalake.stack.jars import resolve_jars
 
     started = time.monotonic()
     for sub in ("logs", "run", "lake", "checkpoints"):
         (settings.state_dir / sub).mkdir(parents=True, exist_ok=True)
     jars = resolve_jars(settings)
-    print(f"JVM jars in {jars} ({time.monotonic() - started:.1f}s); state in {settings.state_dir}")
+    assets = vendor_assets(settings)
+    print(f"JVM jars in {jars}, Data Docs assets in {assets} "
+          f"({time.monotonic() - started:.1f}s); state in {settings.state_dir}")
     return 0
 
 
@@ -147,6 +151,18 @@ def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
     results = [r for r in read_results(settings) if not (args.failed and r["success"])]
     results = recent(results, args.layer, args.limit)
     print(json.dumps(results, indent=2) if args.format == "json" else table(results))
+    return 0
+
+
+def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    """The data-quality summary on the terminal, and the HTML report with its Data Docs."""
+    from lambdalake.quality.history import read_results
+    from lambdalake.quality.page import write_report
+    from lambdalake.quality.report import summary
+
+    results = read_results(settings)
+    print("\n".join(summary(results, args.newest)) if results else "no validation recorded yet")
+    print(f"\nHTML report: {write_report(settings)} (or the Data quality page in Airflow)")
     return 0
 
 
@@ -358,11 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_produce(commands)
     _add_query(commands)
     quality = commands.add_parser("quality", help="recorded quality-gate results, newest first")
-    quality.add_argument("--layer", choices=["bronze", "batch", "serving"])
+    quality.add_argument("--layer", choices=["bronze", "batch", "realtime", "serving"])
     quality.add_argument("--failed", action="store_true", help="only the failed gates")
     quality.add_argument("--limit", type=int, default=20)
     quality.add_argument("--format", choices=["table", "json"], default="table")
     quality.set_defaults(run=cmd_quality)
+    report = commands.add_parser("report", help="quality summary + HTML report with Data Docs")
+    report.add_argument("--newest", type=int, default=10, help="how many recent results to list")
+    report.set_defaults(run=cmd_report)
     for app, what in (("ingest", "the Kafka -> bronze stream"),
                       ("speed", "the speed layer: Kafka -> real-time views")):
         stream = commands.add_parser(app, help=what)

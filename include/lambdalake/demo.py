@@ -165,14 +165,12 @@ def show_answer(url: str) -> None:
 def quality_summary(settings: Settings) -> None:
     """The gate results recorded so far: per layer, then the newest few."""
     from lambdalake.quality.history import read_results, results_path
-    from lambdalake.quality.report import per_layer, recent, table
+    from lambdalake.quality.page import write_report
+    from lambdalake.quality.report import summary
 
-    results = read_results(settings)
-    for layer, counts in sorted(per_layer(results).items()):
-        print(f"  {layer:<8} {counts['runs']} gate runs, {counts['failed']} failed, "
-              f"{counts['with warnings']} with warnings")
-    print("\n".join(f"  {line}" for line in table(recent(results, limit=6)).splitlines()))
+    print("\n".join(f"  {line}" for line in summary(read_results(settings))))
     print(f"  all of them: lambdalake quality (history in {results_path(settings)})")
+    print(f"  report with Data Docs: {write_report(settings)}")
 
 
 def iso(moment: datetime) -> str:

@@ -304,6 +304,9 @@ class Settings(BaseSettings):
         PROJECT_ROOT / ".state", description="all local state: logs, pids, data, secrets"
     )
     jars_dir: Path | None = Field(None, description="unset: <state dir>/jars")
+    web_assets_dir: Path | None = Field(
+        None, description="front-end files of the Data Docs pages, vendored from npm at setup;"
+                          " unset: <state dir>/web-assets")
     kafka: KafkaSettings = KafkaSettings()
     broker: BrokerSettings = BrokerSettings()
     lake: LakeSettings = LakeSettings()
@@ -327,6 +330,8 @@ class Settings(BaseSettings):
             self.kafka.bootstrap_servers = self.broker.bootstrap_servers
         if self.jars_dir is None:
             self.jars_dir = self.state_dir / "jars"
+        if self.web_assets_dir is None:
+            self.web_assets_dir = self.state_dir / "web-assets"
         if not self.lake.root:
             self.lake.root = str(self.state_dir / "lake")
         if not self.lake.checkpoint_root:
@@ -378,10 +383,11 @@ class Settings(BaseSettings):
 def isolated_environment(name: str, port_prefix: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and ports ``<port_prefix>9092`` (Kafka), ``<port_prefix>5433``
-    (PostgreSQL), ``<port_prefix>8080`` (Airflow), ``<port_prefix>8000`` (query API); the jars that setup resolved are shared."""
+    (PostgreSQL), ``<port_prefix>8080`` (Airflow), ``<port_prefix>8000`` (query API); the jars and web assets that setup fetched are shared."""
     return {
         "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / name),
         "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
+        "LAMBDALAKE_WEB_ASSETS_DIR": str(PROJECT_ROOT / ".state" / "web-assets"),
         "LAMBDALAKE_BROKER__FIRST_PORT": f"{port_prefix}9092",
         "LAMBDALAKE_POSTGRES__PORT": f"{port_prefix}5433",
         "LAMBDALAKE_AIRFLOW__PORT": f"{port_prefix}8080",

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pandas as pd
@@ -25,12 +26,15 @@ import pytest
 from ground_truth import expected_view, manifest_events
 from lambdalake.generator import Manifest
 from lambdalake.orchestration.airflow_api import AirflowClient
+from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.stack.platform import Platform
 from lambdalake.views.definition import ViewDefinition, load_views
 
 STACK_ENV = isolated_environment("test-platform", port_prefix=2)
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +87,14 @@ def is_loopback(address: str) -> bool:
     ip = ipaddress.ip_address(address)
     mapped = getattr(ip, "ipv4_mapped", None)
     return (mapped or ip).is_loopback
+
+
+def is_loopback_url(url: str) -> bool:
+    """A URL the browser resolves without the network (loopback host, or data:/blob:/about:)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https", "ws", "wss"):
+        return True
+    return parts.hostname == "localhost" or is_loopback(parts.hostname or "0.0.0.0")
 
 
 def test_airflow_dags_test_of_the_smoke_dag(platform: Platform) -> None:
@@ -249,6 +261,45 @@ def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform
     assert "Per layer and subject" in page.text and "product_sales" in page.text  # the demo's
     cookie = httpx.get(f"{base}/lambdalake-quality/", cookies={"_token": token}, timeout=30)
     assert cookie.status_code == 200  # how the UI's iframe is let in
+
+
+def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Platform) -> None:
+    """Debian's chromium, driven by Playwright: the page refuses a visitor who has not
+    logged in, shows the demo's recorded validations inside the Airflow UI once logged in
+    through the login form, and loads nothing from beyond loopback."""
+    from playwright.sync_api import sync_playwright
+
+    settings = platform.settings
+    base = settings.airflow.base_url
+    remote: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("request", lambda request: remote.append(request.url)
+                    if not is_loopback_url(request.url) else None)
+            anonymous = page.goto(f"{base}/lambdalake-quality/")
+            assert anonymous is not None and anonymous.status == 401
+            page.goto(f"{base}/auth/login")
+            page.fill("input[name=username]", settings.airflow.admin_user)
+            page.fill("input[name=password]", platform.airflow.admin_password)
+            page.click("button:has-text('Sign in')")
+            page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
+            page.goto(f"{base}/plugin/data-quality")  # the nav entry: the page in an iframe
+            frame = page.frame_locator("iframe").first
+            frame.get_by_text("Recent validations").wait_for(timeout=60_000)
+            text = frame.locator("body").inner_text()
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            shot = SCREENSHOTS / "data-quality-page.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    recorded = {(r["layer"], r["subject"]) for r in read_results(settings)}
+    assert {layer for layer, _ in recorded} >= {"bronze", "batch", "serving"}  # the demo's
+    for layer, subject in recorded:
+        assert f"{layer}\t{subject}" in text, f"{layer} {subject} missing from the page"
+    assert remote == [], f"the page loaded assets from beyond loopback: {remote}"
+    print(f"data-quality page: {len(recorded)} layer/subject rows shown; screenshot {shot}")
 
 
 def test_down_stops_everything_it_started(platform: Platform) -> None:

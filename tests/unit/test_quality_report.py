@@ -1,4 +1,5 @@
-"""The quality results as ``lambdalake quality`` and ``make demo`` print them."""
+"""The quality results as ``lambdalake quality``, ``lambdalake report`` and ``make demo``
+print them."""
 
 from __future__ import annotations
 
@@ -61,3 +62,18 @@ def test_counts_per_layer(settings: Settings) -> None:
     counts = per_layer(read_results(settings))
     assert dict(counts["bronze"]) == {"runs": 1, "failed": 0, "with warnings": 1}
     assert dict(counts["batch"]) == {"runs": 1, "failed": 1, "with warnings": 0}
+
+
+def test_report_prints_the_summary_and_writes_the_html(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lambdalake.cli import cmd_report
+
+    assert cmd_report(settings, build_parser().parse_args(["report"])) == 0
+    out = capsys.readouterr().out
+    assert "batch    1 gate runs, 1 failed, 0 with warnings" in out
+    assert "bronze   1 gate runs, 0 failed, 1 with warnings" in out
+    html_path = Path(out.strip().splitlines()[-1].split()[2])
+    html = html_path.read_text()
+    assert html_path == settings.state_dir / "quality" / "docs" / "index.html"
+    assert "amount_not_negative" in html and "-5" in html

@@ -45,6 +45,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import great_expectations as gx  # the package's __init__ silenced GX analytics first
+import numpy as np
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
@@ -112,7 +113,7 @@ class ExpectationOutcome:
 class GateResult:
     """The verdict of one gate on one slice."""
 
-    layer: str                      # "bronze" | "batch"
+    layer: str                      # "bronze" | "batch" | "serving" | "realtime"
     subject: str                    # "bronze_events" or the view name
     start: datetime
     end: datetime
@@ -122,6 +123,8 @@ class GateResult:
     evaluated: int                  # expectations evaluated
     rows: int                       # rows in the slice
     seconds: float = 0.0            # wall time of the gate
+    validation: Any = field(default=None, repr=False, compare=False)
+    """GX's validation result (failing expectations with their details), for Data Docs."""
 
     @property
     def interval(self) -> str:
@@ -279,16 +282,8 @@ def run_suite(
         rows = cached.count()
         # one partition: GX's aggregations then need no shuffle (one Spark job, not two)
         validated = cached.coalesce(1) if rows <= SINGLE_PARTITION_ROWS else cached
-        batch_definition = _batch_definition()
-        parameters = interval_parameters(start, end)
-        validation = _validate(batch_definition, validated, suite, _FIRST_PASS, parameters)
-        critical, warnings, evaluated = interpret(suite, validation)
-        failing = [o.check for o in [*critical, *warnings] if o.error is None]
-        if failing:
-            details = _details(batch_definition, validated, suite, failing, parameters,
-                               sample_size)
-            critical = [_with_details(o, details, sample_size) for o in critical]
-            warnings = [_with_details(o, details, sample_size) for o in warnings]
+        critical, warnings, evaluated, validation = validate_in_two_passes(
+            _batch_definition(), validated, suite, interval_parameters(start, end), sample_size)
     except Exception as error:
         return _did_not_run(layer, subject, start, end, error, began)
     finally:
@@ -299,7 +294,34 @@ def run_suite(
                 pass
     return GateResult(layer, subject, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
-                      rows=rows, seconds=time.monotonic() - began)
+                      rows=rows, seconds=time.monotonic() - began, validation=validation)
+
+
+def validate_in_two_passes(
+    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
+    parameters: dict[str, Any], sample_size: int = SAMPLE_SIZE,
+) -> tuple[list[ExpectationOutcome], list[ExpectationOutcome], int,
+           ExpectationSuiteValidationResult]:
+    """Critical failures, warnings, the evaluated count and GX's validation result of
+    ``suite`` on ``frame`` (a Spark or a pandas DataFrame, as ``batch_definition``'s data
+    source expects): a ``BOOLEAN_ONLY`` pass, then, only if something failed, a second pass
+    over the failing expectations for observed values and samples. Raises what GX raises;
+    callers turn that into a failed result (``_did_not_run``)."""
+    validation = _validate(batch_definition, frame, suite, _FIRST_PASS, parameters)
+    critical, warnings, evaluated = interpret(suite, validation)
+    failing = [o.check for o in [*critical, *warnings] if o.error is None]
+    if failing:
+        details = _details(batch_definition, frame, suite, failing, parameters, sample_size)
+        critical = [_with_details(o, details, sample_size) for o in critical]
+        warnings = [_with_details(o, details, sample_size) for o in warnings]
+        validation.results = [details.get(result_check(r), r) for r in validation.results]
+    return critical, warnings, evaluated, validation
+
+
+def result_check(result: ExpectationValidationResult) -> str:
+    """The check name (``meta['check']``) of one expectation's result."""
+    config = result.expectation_config
+    return str((config.meta or {}).get("check", config.type)) if config else "(unknown)"
 
 
 def interpret(
@@ -317,8 +339,7 @@ def interpret(
     expected = {check_name(e): e for e in suite.expectations}
     seen: set[str] = set()
     for result in validation.results:
-        config = result.expectation_config
-        check = str((config.meta or {}).get("check", config.type)) if config else "(unknown)"
+        check = result_check(result)
         seen.add(check)
         error = raised_exception(result.exception_info)
         if error is None and result.success:
@@ -380,26 +401,43 @@ def _batch_definition() -> BatchDefinition:
     cached = getattr(_GX, "cached", None)
     if cached is not None and cached[0] is session:
         return cached[1]
-    from great_expectations.data_context.types.base import (
-        DataContextConfig,
-        InMemoryStoreBackendDefaults,
-        ProgressBarsConfig,
-    )
-
-    context = gx.get_context(mode="ephemeral", project_config=DataContextConfig(
-        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
-        analytics_enabled=False,
-        progress_bars=ProgressBarsConfig(globally=False),
-    ))
-    source = context.data_sources.add_spark(name="lambdalake", persist=False)
+    source = _ephemeral_context().data_sources.add_spark(name="lambdalake", persist=False)
     asset = source.add_dataframe_asset(name="slice")
     batch_definition = asset.add_batch_definition_whole_dataframe("whole slice")
     _GX.cached = (session, batch_definition)
     return batch_definition
 
 
+def pandas_batch_definition() -> BatchDefinition:
+    """The same for pandas DataFrames, for gates that run without a JVM (the real-time
+    gate). Built once per thread: a context costs about a second of CPU."""
+    cached = getattr(_GX, "pandas", None)
+    if cached is not None:
+        return cached
+    source = _ephemeral_context().data_sources.add_pandas(name="lambdalake")
+    asset = source.add_dataframe_asset(name="rows")
+    batch_definition = asset.add_batch_definition_whole_dataframe("all rows")
+    _GX.pandas = batch_definition
+    return batch_definition
+
+
+def _ephemeral_context() -> Any:
+    """An in-memory GX context: nothing on disk, no analytics, no progress bars, no network."""
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    return gx.get_context(mode="ephemeral", project_config=DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+    ))
+
+
 def _validate(
-    batch_definition: BatchDefinition, frame: DataFrame, suite: gx.ExpectationSuite,
+    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
     result_format: str | dict, parameters: dict[str, Any],
 ) -> ExpectationSuiteValidationResult:
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
@@ -407,7 +445,7 @@ def _validate(
 
 
 def _details(
-    batch_definition: BatchDefinition, frame: DataFrame, suite: gx.ExpectationSuite,
+    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
     checks: list[str], parameters: dict[str, Any], sample_size: int,
 ) -> dict[str, ExpectationValidationResult]:
     """Second pass over the failing expectations only: observed values and samples."""
@@ -428,9 +466,7 @@ def _details(
         except Exception:  # the verdict stands; only the samples are lost
             continue
         for result in validation.results:
-            config = result.expectation_config
-            if config is not None:
-                details[str((config.meta or {}).get("check"))] = result
+            details[result_check(result)] = result
     return details
 
 
@@ -516,4 +552,6 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if hasattr(value, "asDict"):
         return _plain(value.asDict())
+    if isinstance(value, np.generic):  # pandas validations report numpy scalars
+        return _plain(value.item())
     return value

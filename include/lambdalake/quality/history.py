@@ -23,10 +23,21 @@ def results_path(settings: Settings) -> Path:
 
 
 def record(result: GateResult, settings: Settings, **context: Any) -> Path:
-    """Append ``result`` (and ``context``, e.g. a run id) as one JSON line."""
+    """Append ``result`` (and ``context``, e.g. a run id) as one JSON line, after writing
+    its Data Docs page (``docs``: the page, relative to the docs dir). A page that cannot
+    be written is noted (``docs_error``); the verdict is recorded either way."""
+    from lambdalake.quality.docs import RUNS_DIR, page_name, write_page
+
     path = results_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {**result.to_json(), **context, "recorded_at": datetime.now(UTC).isoformat()}
+    if result.validation is not None:
+        try:
+            name = page_name(entry)
+            write_page(settings, result.validation, name)
+            entry["docs"] = f"{RUNS_DIR}/{name}"
+        except Exception as error:
+            entry["docs_error"] = f"{type(error).__name__}: {error}"
     line = json.dumps(entry, default=str, separators=(",", ":"))
     with path.open("a", encoding="utf-8") as file:
         file.write(line + "\n")

@@ -8,7 +8,9 @@ offline. Pages:
 - ``/`` — the newest verdict and a trend of recent verdicts per layer and subject, the
   failing expectations with sample unexpected values, and the recent validations;
   ``?layer=`` and ``?subject=`` narrow it;
-- ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run).
+- ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
+- ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``)
+  and the vendored files it loads, behind the same login.
 
 Access control is the caller's: ``create_quality_app(require_user, run_access)`` puts the
 dependencies on the routes (the plugin passes Airflow's own, so only logged-in users see
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from html import escape
+from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse
 
+from lambdalake.quality.docs import docs_dir
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import recent, verdict
 from lambdalake.settings import Settings, get_settings
@@ -98,19 +102,22 @@ def failing_expectations(results: list[dict[str, Any]], limit: int = 30) -> str:
                   rows[:limit])
 
 
-def validations(results: list[dict[str, Any]]) -> str:
-    """One row per validation, newest first."""
+def validations(results: list[dict[str, Any]], docs_url: str = "docs") -> str:
+    """One row per validation, newest first, linking its Data Docs page under ``docs_url``."""
     rows = []
     for result in recent(results, limit=len(results)):
+        page = result.get("docs")
+        docs = (f'<a href="{escape(docs_url)}/{escape(page)}" target=_blank>Data Docs</a>'
+                if page else "")
         rows.append(
             f"<tr><td>{escape(result['recorded_at'][:19].replace('T', ' '))}</td>"
             f"<td>{escape(result['layer'])}</td><td>{escape(result['subject'])}</td>"
             f"<td>{escape(interval(result))}</td><td>{result['rows']}</td>"
             f'<td class="{status(result)}">{escape(verdict(result))}</td>'
             f"<td>{result.get('seconds', '')}</td>"
-            f"<td>{escape(result.get('run_id') or '')}</td></tr>")
+            f"<td>{escape(result.get('run_id') or '')}</td><td>{docs}</td></tr>")
     return _table(["recorded (UTC)", "layer", "subject", "interval", "rows", "verdict",
-                   "seconds", "run"], rows)
+                   "seconds", "run", "report"], rows)
 
 
 def _table(header: list[str], rows: list[str]) -> str:
@@ -123,6 +130,26 @@ def _page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>")
 
 
+def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50) -> str:
+    """The overview: per layer and subject, failing expectations, the newest validations."""
+    if not results:
+        return _page("Data quality", "<p class=muted>No validation recorded yet.</p>")
+    newest = recent(results, limit=limit)
+    return _page("Data quality", (
+        "<h2>Per layer and subject</h2>" + latest_per_subject(results)
+        + "<h2>Failing expectations (newest first)</h2>" + failing_expectations(newest)
+        + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
+        + validations(newest, docs_url)))
+
+
+def write_report(settings: Settings, limit: int = 200) -> Path:
+    """The overview as a static file beside the Data Docs pages it links (``index.html``)."""
+    path = docs_dir(settings) / "index.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(overview_page(read_results(settings), ".", limit), encoding="utf-8")
+    return path
+
+
 def create_quality_app(
     require_user: Callable[..., Any], run_access: Callable[..., Any] | None = None,
     settings: Callable[[], Settings] = get_settings,
@@ -133,27 +160,36 @@ def create_quality_app(
                   docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/", response_class=HTMLResponse)
-    def overview(layer: str | None = None, subject: str | None = None, limit: int = 50) -> str:
+    def overview(request: Request, layer: str | None = None, subject: str | None = None,
+                 limit: int = 50) -> str:
         results = [r for r in read_results(settings())
                    if (layer is None or r["layer"] == layer)
                    and (subject is None or r["subject"] == subject)]
-        if not results:
-            return _page("Data quality", "<p class=muted>No validation recorded yet.</p>")
-        newest = recent(results, limit=max(1, min(limit, 1000)))
-        return _page("Data quality", (
-            "<h2>Per layer and subject</h2>" + latest_per_subject(results)
-            + "<h2>Failing expectations (newest first)</h2>" + failing_expectations(newest)
-            + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
-            + validations(newest)))
+        return overview_page(results, _docs_url(request), max(1, min(limit, 1000)))
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
              dependencies=[Depends(run_access)] if run_access else [])
-    def run_page(dag_id: str, run_id: str) -> str:
+    def run_page(request: Request, dag_id: str, run_id: str) -> str:
         results = [r for r in read_results(settings()) if r.get("run_id") == run_id]
         title = f"Data quality of {dag_id} run {run_id}"
         if not results:
             return _page(title, "<p class=muted>This run recorded no validation.</p>")
         return _page(title, failing_expectations(results) + "<h2>Validations</h2>"
-                     + validations(results))
+                     + validations(results, _docs_url(request)))
+
+    @app.get("/docs/{page:path}")
+    def docs_file(page: str) -> FileResponse:
+        """A Data Docs page or a file it loads; nothing outside the docs and assets dirs."""
+        current = settings()
+        wanted = (docs_dir(current) / page).resolve()
+        allowed = [docs_dir(current).resolve(), Path(str(current.web_assets_dir)).resolve()]
+        if not wanted.is_file() or not any(wanted.is_relative_to(root) for root in allowed):
+            raise HTTPException(status_code=404, detail="no such Data Docs file")
+        return FileResponse(wanted)
 
     return app
+
+
+def _docs_url(request: Request) -> str:
+    """Where ``/docs`` is, as the browser sees it (the app is mounted under a prefix)."""
+    return f"{request.scope.get('root_path', '').rstrip('/')}/docs"

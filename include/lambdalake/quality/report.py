@@ -1,7 +1,7 @@
 """The recorded gate results as people read them: newest first, one line each, in a table.
 
-Reads the history ``lambdalake.quality.history`` appends to; ``lambdalake quality`` and
-``make demo`` print it.
+Reads the history ``lambdalake.quality.history`` appends to; ``lambdalake quality``,
+``lambdalake report`` and ``make demo`` print it.
 """
 
 from __future__ import annotations
@@ -46,3 +46,11 @@ def per_layer(results: list[dict[str, Any]]) -> dict[str, Counter[str]]:
         layer["failed"] += not result["success"]
         layer["with warnings"] += bool(result["warnings"])
     return counts
+
+
+def summary(results: list[dict[str, Any]], newest: int = 6) -> list[str]:
+    """Per layer the gate runs, failures and warnings, then the newest few results."""
+    lines = [f"{layer:<8} {counts['runs']} gate runs, {counts['failed']} failed, "
+             f"{counts['with warnings']} with warnings"
+             for layer, counts in sorted(per_layer(results).items())]
+    return lines + table(recent(results, limit=newest)).splitlines()

@@ -1,7 +1,7 @@
 """Expectation suites as code, generated from the event contracts and the view definitions.
 
 Nothing here is written per view or per event type: a new view, a new event type or a new
-constraint in a contract changes the suites by itself. Two suites exist:
+constraint in a contract changes the suites by itself. Three suites exist:
 
 ``bronze_suite`` (one slice of ``bronze_events``, rows whose event time is in [start, end)):
     the columns readers rely on exist; every field a contract requires is not null (for the
@@ -17,6 +17,16 @@ constraint in a contract changes the suites by itself. Two suites exist:
     and non-negative, sums of fields with a non-negative minimum are at least that minimum,
     minima and maxima stay within the contract's bounds; enum dimensions hold their
     contract's values.
+
+``realtime_suite`` (rows the speed layer appended to a view's real-time table recently):
+    the same window, dimension and measure rules as ``view_suite`` (shared helpers), adapted
+    to how the table is written: every micro-batch appends each key it touched again, with
+    ``batch_id`` and ``updated_at`` (both not null), so the key is unique *per micro-batch*
+    (key + ``batch_id``), not in the table; no lineage columns; no interval, but no window
+    may start more than one grain after the gate ran (parameter ``window_start_max``,
+    ``realtime_parameters(now, view)``). Distinct counts are HyperLogLog++ *estimates* in
+    the speed layer (``approx_count_distinct``: a bigint, not a binary sketch), so they get
+    the same not-null and non-negative checks as exact ones. Every rule is critical.
 
 Severity is GX's own ``severity`` field on each expectation. The rule:
 
@@ -37,20 +47,22 @@ reports and history) and ``rule`` (why it exists, in words). The interval is not
 the suites: expectations refer to the suite parameters ``interval_start`` and
 ``interval_end`` (``interval_parameters(start, end)``), so one suite validates any slice.
 
-Two rules are checked on *derived columns*, Spark SQL expressions listed in the suite's
+Two rules are checked on *derived columns*, SQL expressions listed in the suite's
 ``meta["derived_columns"]`` that the gate adds to the slice before validating: "a field
 that only some event types require is present on their rows" (``_missing_<field>``: the
 type and id of each event without it, expected null) and "the window is one grain long and
 aligned" (``_window``: each wrong window, expected null). A row condition or a SQL check
 would be a metric domain of its own, i.e. more Spark jobs; a derived column is checked in
 the same single aggregation as every other column-map expectation, and its unexpected
-values name the offending events or windows.
+values name the offending events or windows. ``_window`` is written in SQL that DuckDB
+runs too (with ``DUCKDB_MACROS``), so the real-time gate, which validates without Spark,
+computes the same column from the same definition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -76,9 +88,19 @@ PROVENANCE = ("event_date", "topic", "partition", "offset", "kafka_timestamp", "
 """Bronze's provenance columns the suite expects; ``key`` and ``raw_value`` (the record's
 bytes, kept for forensics and replay) are read by no layer and not validated."""
 
+WINDOW_START_MAX = "window_start_max"
+"""The real-time suite's parameter: the latest plausible window start (``realtime_parameters``)."""
+REALTIME_COLUMNS = ("batch_id", "updated_at")
+"""What the speed layer stamps on each real-time row: its micro-batch and the write time."""
+
 BRONZE_SUITE = BRONZE_TABLE
 DERIVED_COLUMNS = "derived_columns"
 """Suite ``meta`` key: {column: Spark SQL expression}, added to the slice by the gate."""
+DUCKDB_MACROS = (
+    "CREATE OR REPLACE MACRO unix_timestamp(ts) AS epoch_us(ts) // 1000000",
+)
+"""What DuckDB needs to run the derived columns of ``view_suite`` and ``realtime_suite``
+(they are written in the SQL both engines share; Spark's ``unix_timestamp`` is not DuckDB's)."""
 
 
 def interval_parameters(start: datetime, end: datetime) -> dict[str, datetime]:
@@ -86,8 +108,18 @@ def interval_parameters(start: datetime, end: datetime) -> dict[str, datetime]:
     return {INTERVAL_START: start, INTERVAL_END: end}
 
 
+def realtime_parameters(now: datetime, view: ViewDefinition) -> dict[str, datetime]:
+    """The real-time suite's parameters when validating at ``now``: a window may start up
+    to one grain later (events up to ``ingest.max_future_skew_seconds`` ahead are valid)."""
+    return {WINDOW_START_MAX: now + timedelta(seconds=view.grain_seconds)}
+
+
 def view_suite_name(view: ViewDefinition) -> str:
     return f"view_{view.name}"
+
+
+def realtime_suite_name(view: ViewDefinition) -> str:
+    return f"realtime_{view.name}"
 
 
 def check_name(expectation: Expectation) -> str:
@@ -282,12 +314,79 @@ def missing_field(name: str, event_types: list[str]) -> str:
 
 def wrong_window(view: ViewDefinition) -> str:
     """SQL: 'start .. end' if the window is not [start, start + grain) aligned to the grain,
-    else null."""
+    else null. Spark SQL that DuckDB also runs (with ``DUCKDB_MACROS``): the one definition
+    of a wrong window, for the Spark gates and the real-time gate alike."""
     grain = view.grain_seconds
-    return (f"CASE WHEN NOT (window_end <=> window_start + INTERVAL {grain} SECONDS) "
+    return (f"CASE WHEN NOT (window_end IS NOT DISTINCT FROM window_start + INTERVAL {grain} "
+            "SECONDS) "
             f"OR unix_timestamp(window_start) % {grain} != 0 "
             "THEN concat(coalesce(cast(window_start AS STRING), 'null'), ' .. ', "
             "coalesce(cast(window_end AS STRING), 'null')) END")
+
+
+def _window_checks(view: ViewDefinition) -> list[Expectation]:
+    """Every row has its window, one grain long and aligned (the ``_window`` derived column)."""
+    checks = [_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                      "every row has its window", CRITICAL, column=column)
+              for column in ("window_start", "window_end")]
+    checks.append(_expect(gx.expectations.ExpectColumnValuesToBeNull, "window",
+                          f"window_end = window_start + {view.grain}, window_start aligned to "
+                          "the grain (_window shows each wrong window)", CRITICAL,
+                          about="window_start,window_end", column="_window"))
+    return checks
+
+
+def _dimension_checks(contracts: ContractRegistry, view: ViewDefinition) -> list[Expectation]:
+    """Dimensions every event type of the view requires are not null; enum dimensions hold
+    their contract's values."""
+    checks = []
+    for dimension in view.dimensions:
+        if _dimension_required(contracts, view, dimension):
+            checks.append(_expect(
+                gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{dimension}",
+                f"every event type of the view ({', '.join(view.event_types)}) "
+                f"requires {dimension}", CRITICAL, column=dimension))
+    for dimension in view.dimensions:
+        allowed = _enum_values(_rules(contracts, view.event_types, dimension))
+        if allowed is not None:
+            checks.append(_expect(
+                gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{dimension}",
+                f"{dimension} is one of the contract's values", CRITICAL,
+                column=dimension, value_set=allowed))
+    return checks
+
+
+def _unique_check(key: list[str], rule: str) -> Expectation:
+    """The rows are unique on ``key`` (a null is a key value: never ignored)."""
+    if len(key) > 1:
+        return _expect(gx.expectations.ExpectCompoundColumnsToBeUnique, "unique:" + ",".join(key),
+                       rule, CRITICAL, column_list=key, ignore_row_if="never")
+    return _expect(gx.expectations.ExpectColumnValuesToBeUnique, f"unique:{key[0]}", rule,
+                   CRITICAL, column=key[0])
+
+
+def _measure_checks(contracts: ContractRegistry, view: ViewDefinition) -> list[Expectation]:
+    """Counts are not null; every measure stays within the bounds its contract implies."""
+    checks = []
+    for measure in view.measures:
+        if measure.kind in ("count", "distinct_count"):
+            checks.append(_expect(gx.expectations.ExpectColumnValuesToNotBeNull,
+                                  f"not_null:{measure.name}", f"a {measure.kind} is never null",
+                                  CRITICAL, column=measure.name))
+        lower, upper = _measure_bounds(contracts, view, measure)
+        if lower is None and upper is None:
+            continue
+        if measure.kind in ("count", "distinct_count"):
+            rule = f"a {measure.kind} is non-negative"
+        elif measure.kind == "sum":
+            rule = f"a sum of {measure.column} (contract minimum {lower}) is at least {lower}"
+        else:
+            rule = (f"the {measure.kind} of {measure.column} is within its contract's bounds "
+                    f"[{lower}, {upper}]")
+        checks.append(_expect(gx.expectations.ExpectColumnValuesToBeBetween,
+                              f"range:{measure.name}", rule, CRITICAL,
+                              column=measure.name, min_value=lower, max_value=upper))
+    return checks
 
 
 def view_suite(
@@ -300,62 +399,57 @@ def view_suite(
     contracts = contracts or ContractRegistry()
     view.check_against(contracts)
     measures = [m.name for m in view.measures]
-    expectations: list[Expectation] = []
-    add = expectations.append
-    add(_not_empty(f"{view.name} view", require_rows))
-    add(_expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+    expectations: list[Expectation] = [
+        _not_empty(f"{view.name} view", require_rows),
+        _expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
                 "the view has its window, dimensions, measures and lineage columns", CRITICAL,
                 column_set=["window_start", "window_end", *view.dimensions, *measures,
                             *LINEAGE_COLUMNS],
-                exact_match=False))
-    for column in ("window_start", "window_end"):
-        add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
-                    "every row has its window", CRITICAL, column=column))
-    for dimension in view.dimensions:
-        if _dimension_required(contracts, view, dimension):
-            add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{dimension}",
-                        f"every event type of the view ({', '.join(view.event_types)}) "
-                        f"requires {dimension}", CRITICAL, column=dimension))
-    if view.dimensions:
-        add(_expect(gx.expectations.ExpectCompoundColumnsToBeUnique,
-                    "unique:" + ",".join(view.key), "one row per window and dimensions",
-                    CRITICAL, column_list=view.key, ignore_row_if="never"))
-    else:
-        add(_expect(gx.expectations.ExpectColumnValuesToBeUnique, "unique:window_start",
-                    "one row per window", CRITICAL, column="window_start"))
-    add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, "in_interval:window_start",
+                exact_match=False),
+        *_window_checks(view),
+        *_dimension_checks(contracts, view),
+        _unique_check(view.key, "one row per window and dimensions" if view.dimensions
+                      else "one row per window"),
+        _expect(gx.expectations.ExpectColumnValuesToBeBetween, "in_interval:window_start",
                 "the slice holds the windows that start in [start, end)", CRITICAL,
                 column="window_start", min_value={"$PARAMETER": INTERVAL_START},
-                max_value={"$PARAMETER": INTERVAL_END}, strict_max=True))
-    add(_expect(gx.expectations.ExpectColumnValuesToBeNull, "window",
-                f"window_end = window_start + {view.grain}, window_start aligned to the grain "
-                "(_window shows each wrong window)", CRITICAL, about="window_start,window_end",
-                column="_window"))
-    for dimension in view.dimensions:
-        allowed = _enum_values(_rules(contracts, view.event_types, dimension))
-        if allowed is not None:
-            add(_expect(gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{dimension}",
-                        f"{dimension} is one of the contract's values", CRITICAL,
-                        column=dimension, value_set=allowed))
-    for measure in view.measures:
-        if measure.kind in ("count", "distinct_count"):
-            add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull,
-                        f"not_null:{measure.name}", f"a {measure.kind} is never null",
-                        CRITICAL, column=measure.name))
-        lower, upper = _measure_bounds(contracts, view, measure)
-        if lower is None and upper is None:
-            continue
-        if measure.kind in ("count", "distinct_count"):
-            rule = f"a {measure.kind} is non-negative"
-        elif measure.kind == "sum":
-            rule = f"a sum of {measure.column} (contract minimum {lower}) is at least {lower}"
-        else:
-            rule = (f"the {measure.kind} of {measure.column} is within its contract's bounds "
-                    f"[{lower}, {upper}]")
-        add(_expect(gx.expectations.ExpectColumnValuesToBeBetween, f"range:{measure.name}",
-                    rule, CRITICAL,
-                    column=measure.name, min_value=lower, max_value=upper))
+                max_value={"$PARAMETER": INTERVAL_END}, strict_max=True),
+        *_measure_checks(contracts, view),
+    ]
     for column in LINEAGE_COLUMNS:
-        add(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
-                    "every row records how it was computed (lineage)", WARNING, column=column))
+        expectations.append(_expect(
+            gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+            "every row records how it was computed (lineage)", WARNING, column=column))
     return _suite(view_suite_name(view), expectations, {"_window": wrong_window(view)})
+
+
+def realtime_suite(
+    view: ViewDefinition, contracts: ContractRegistry | None = None
+) -> gx.ExpectationSuite:
+    """The suite of recently appended rows of ``view``'s real-time table (see the module
+    docstring); ``realtime_parameters`` gives its one parameter."""
+    contracts = contracts or ContractRegistry()
+    view.check_against(contracts)
+    measures = [m.name for m in view.measures]
+    expectations: list[Expectation] = [
+        _expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+                "the real-time table has its window, dimensions, measures, batch id and "
+                "write time", CRITICAL,
+                column_set=["window_start", "window_end", *view.dimensions, *measures,
+                            *REALTIME_COLUMNS],
+                exact_match=False),
+        *_window_checks(view),
+        *_dimension_checks(contracts, view),
+        *(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                  "every row records the micro-batch that wrote it and when (a key's newest "
+                  "row is its value)", CRITICAL, column=column)
+          for column in REALTIME_COLUMNS),
+        _unique_check([*view.key, "batch_id"], "a micro-batch writes each key once (its "
+                      "whole current value)"),
+        _expect(gx.expectations.ExpectColumnValuesToBeBetween, "not_future:window_start",
+                "no window starts later than one grain after the gate ran (ingest refuses "
+                "events from further in the future)", CRITICAL,
+                column="window_start", max_value={"$PARAMETER": WINDOW_START_MAX}),
+        *_measure_checks(contracts, view),
+    ]
+    return _suite(realtime_suite_name(view), expectations, {"_window": wrong_window(view)})

@@ -6,6 +6,8 @@ The stack runs with a daily batch interval (a setting), so three days are three 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -183,3 +185,70 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
     committed = {old_path: snapshot_totals(old_path), new_path: snapshot_totals(new_path)}
     assert all(total in committed[path] for path, total in seen)  # never a mix
     assert DeltaTable(old_path).version() >= 0  # the old version is kept
+
+
+BAD_DAY = TODAY - timedelta(days=6)  # no scheduled or backfilled run covers it
+
+
+def inject_bad_batch(settings: Settings) -> list[str]:
+    """Append a day of bronze rows the way a buggy writer bypassing ingest would: copies of
+    DAYS[0]'s events moved to BAD_DAY, three purchases with a negative amount and two rows
+    written twice (same Kafka coordinates). Returns the event ids of the bad rows."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = settings.table_path(BRONZE_TABLE)
+    source = DeltaTable(path).to_pyarrow_table(
+        filters=[("event_date", "=", DAYS[0])]).slice(0, 300)
+    shift = DAYS[0] - BAD_DAY
+    rows = source.to_pylist()
+    for number, row in enumerate(rows):
+        row.update(event_id=f"injected-{number}", occurred_at=row["occurred_at"] - shift,
+                   event_date=BAD_DAY, offset=10**12 + number)
+    purchases = [row for row in rows if row["event_type"] == "purchase"][:3]
+    assert len(purchases) == 3, "the source day should have purchases"
+    for row in purchases:
+        row["amount"] = Decimal("-5.00")
+    twice = [dict(row, event_id=f"injected-again-{n}") for n, row in enumerate(rows[-2:])]
+    write_deltalake(path, pa.Table.from_pylist(rows + twice, schema=source.schema),
+                    mode="append")
+    return [row["event_id"] for row in purchases + twice]
+
+
+def test_an_injected_bad_batch_stops_at_the_gate_until_the_data_is_fixed(
+    stack: Platform, client: AirflowClient
+) -> None:
+    settings = stack.settings
+    bad_ids = inject_bad_batch(settings)
+    interval = {"start": f"{BAD_DAY}T00:00:00Z", "end": f"{BAD_DAY + timedelta(days=1)}T00:00:00Z"}
+
+    failed_run = client.trigger(DAG_ID, interval)
+    assert client.wait_for_run(DAG_ID, failed_run, timeout=900) == "failed"
+    states = client.task_states(DAG_ID, failed_run)
+    assert states["gate_bronze"] == "failed", states
+    assert {states[t] for t in ("compute", "gate_views", "publish")} == {"upstream_failed"}
+    for name in load_views():
+        assert midnight(BAD_DAY) not in {s for s, _ in published_intervals(settings, name)}
+    report = subprocess.run(
+        [str(Path(sys.executable).parent / "lambdalake"), "quality", "--failed",
+         "--layer", "bronze", "--format", "json"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **STACK_ENV})
+    assert report.returncode == 0, report.stderr
+    gate = next(r for r in json.loads(report.stdout) if r.get("run_id") == failed_run)
+    failures = {f["check"]: f for f in gate["critical_failures"]}
+    assert "range:amount" in failures and "unique:topic,partition,offset" in failures, failures
+    assert -5 in [float(v) for v in failures["range:amount"]["samples"]]
+    assert failures["unique:topic,partition,offset"]["unexpected_count"] == 4  # 2 rows, twice
+
+    DeltaTable(settings.table_path(BRONZE_TABLE)).delete(
+        f"event_date = '{BAD_DAY}' AND event_id IN ("
+        + ", ".join(f"'{event_id}'" for event_id in bad_ids) + ")")
+    fixed_run = client.trigger(DAG_ID, interval)
+    assert client.wait_for_run(DAG_ID, fixed_run, timeout=900) == "success"
+    assert set(client.task_states(DAG_ID, fixed_run).values()) == {"success"}
+    for name in load_views():
+        assert midnight(BAD_DAY) in {s for s, _ in published_intervals(settings, name)}
+    print(f"bad batch: run {failed_run} stopped at gate_bronze with {sorted(failures)}; "
+          f"after the fix run {fixed_run} published {BAD_DAY}")

@@ -37,6 +37,8 @@ from lambdalake.views.definition import ViewDefinition, load_views
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
+SCREENSHOTS = PROJECT_ROOT / "test-artifacts"
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)  # the validated hour; the next one is in bronze, not in views
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
@@ -176,6 +178,57 @@ def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
     result = validate_view_frame(refund, sales, START, END)
     assert set(failures(result)) == {"range:revenue"}, result.report()
     assert all(sample.startswith("-") for sample in failures(result)["range:revenue"].samples)
+
+
+def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
+    spark: SparkSession, lake: Settings
+) -> None:
+    """Debian's chromium opens the recorded page from disk; every request that is not a
+    local file is refused and listed, so a single CDN load fails the test."""
+    from playwright.sync_api import Route, sync_playwright
+    from pyspark.sql import functions as F
+
+    from lambdalake.quality.docs import docs_dir, vendor_assets
+    from lambdalake.quality.history import record
+
+    vendor_assets(lake)
+    view = load_views()["product_sales"]
+    bad = view_rows(spark, lake, view).withColumn("revenue", F.col("revenue") - 100_000)
+    record(validate_view_frame(bad, view, START, END), lake, run_id="docs-test")
+    page = docs_dir(lake) / read_results(lake)[-1]["docs"]
+    refused: list[str] = []
+
+    def local_files_only(route: Route) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            tab.route("**/*", local_files_only)
+            failed: list[str] = []
+            tab.on("requestfailed", lambda request: failed.append(request.url))
+            tab.goto(page.as_uri(), wait_until="load")
+            tab.evaluate("document.fonts.ready")
+            styled = tab.evaluate("""() => ({
+                bootstrap: getComputedStyle(document.body).fontFamily,
+                jquery: typeof window.jQuery,
+                table: typeof (window.jQuery && window.jQuery.fn.bootstrapTable),
+                icons: document.fonts.check('900 16px "Font Awesome 6 Free"'),
+                text: document.body.innerText})""")
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            tab.screenshot(path=str(SCREENSHOTS / "data-docs-page.png"), full_page=True)
+        finally:
+            browser.close()
+    assert refused == [] and failed == [], (refused, failed)
+    assert "-apple-system" in styled["bootstrap"]  # Bootstrap's font stack: its CSS applied
+    assert (styled["jquery"], styled["table"]) == ("function", "function")
+    assert styled["icons"], "Font Awesome's web font did not load"
+    assert "revenue" in styled["text"] and "view_product_sales" in styled["text"]
 
 
 def test_an_empty_slice_fails_only_when_it_should_have_rows(
