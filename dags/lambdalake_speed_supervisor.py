@@ -1,11 +1,15 @@
 """Supervisor of the speed layer: keep it running, fail visibly when it is stale or behind.
 
-``supervise``, then ``alert`` when it failed. The speed application is its own long-lived
+``supervise``, then ``alert`` when it failed, and ``gate_realtime``. The speed application
+is its own long-lived
 process, never a worker slot: ``supervise`` starts it unless it runs (after a crash it
 resumes from its checkpoints), then fails the run when the newest micro-batch is older than
 the freshness SLA while records wait, when a query stopped, or when the Kafka lag grew over
 several checks in a row. One task per check keeps the supervisor cheap (a task process
-costs seconds of CPU on a small machine). Pause this DAG to keep a speed layer that was
+costs seconds of CPU on a small machine). ``gate_realtime`` validates the real-time rows
+written since its last round, at most every ``speed.gate_every_seconds`` (off the stream,
+without Spark), records the verdicts in the data-quality history, and fails with an alert
+when a critical expectation fails. Pause this DAG to keep a speed layer that was
 stopped on purpose down; the DAG is active from the first ``make up``.
 """
 
@@ -50,10 +54,36 @@ def lambdalake_speed_supervisor() -> None:
         """Record the failure where operators look (the alerts log, and this task's log)."""
         from lambdalake.speed.supervisor import check_health, record_alert
 
-        path = record_alert(get_settings(), check_health(get_settings()))
+        health = check_health(get_settings())
+        path = record_alert(get_settings(), health.describe(), health.problems)
         print(f"ALERT recorded in {path}")
 
-    supervise() >> alert()
+    @task(trigger_rule="all_done", execution_timeout=timedelta(minutes=5))
+    def gate_realtime(run_id: str | None = None) -> str:
+        """Validate the real-time rows written since the last round; fail on a critical
+        failure (recorded in the quality history, and as an alert)."""
+        from airflow.exceptions import AirflowFailException
+
+        from lambdalake.quality.realtime_gate import run_realtime_gates
+        from lambdalake.speed.supervisor import record_alert
+        from lambdalake.views.definition import load_views
+
+        settings = get_settings()
+        results = run_realtime_gates(settings, load_views().values(), run_id=run_id)
+        if results is None:
+            return f"not due (every {settings.speed.gate_every_seconds}s)"
+        for result in results:
+            print(result.report())
+        failed = [r for r in results if not r.success]
+        if failed:
+            problems = [r.summary() for r in failed]
+            record_alert(settings, "real-time quality gate failed", problems)
+            raise AirflowFailException("; ".join(problems))
+        return f"{len(results)} views gated, all passed"
+
+    checked = supervise()
+    checked >> alert()
+    checked >> gate_realtime()
 
 
 lambdalake_speed_supervisor()

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from lambdalake.quality.report import LAYERS
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables, get_settings
 
 SETTINGS_TABLE_START = "<!-- settings-table"
@@ -102,13 +103,15 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def print_layer_freshness(settings: Settings) -> None:
-    """Each layer's progress: ingest and speed from their status, batch and serving from Delta."""
+    """Each layer's progress: ingest and speed from their status, batch and serving from
+    Delta; then the supervisor's alerts of the last hour."""
     from datetime import UTC, datetime
 
     from lambdalake.ingest.stream import QUERY_NAME as INGEST
     from lambdalake.serving.freshness import view_freshness
     from lambdalake.serving.snapshot import SnapshotStore
     from lambdalake.speed.stream import APP as SPEED
+    from lambdalake.speed.supervisor import recent_alerts
     from lambdalake.streaming.progress import read_status
     from lambdalake.views.definition import load_views
 
@@ -134,6 +137,9 @@ def print_layer_freshness(settings: Settings) -> None:
         print(f"serving {name}: batch up to {fresh['high_water_mark']} "
               f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
               f"v{fresh['batch_view_version']}), {realtime}")
+    for alert in recent_alerts(settings, within_seconds=3600):
+        print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
+              + "".join(f"\n  {problem}" for problem in alert["problems"]))
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -143,13 +149,24 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return number
+
+
 def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
     """The recorded quality-gate results, newest first."""
     from lambdalake.quality.history import read_results
     from lambdalake.quality.report import recent, table
 
-    results = [r for r in read_results(settings) if not (args.failed and r["success"])]
-    results = recent(results, args.layer, args.limit)
+    results = recent(read_results(settings), args.layer, args.limit, subject=args.subject,
+                     failed_only=args.failed)
     print(json.dumps(results, indent=2) if args.format == "json" else table(results))
     return 0
 
@@ -374,9 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_produce(commands)
     _add_query(commands)
     quality = commands.add_parser("quality", help="recorded quality-gate results, newest first")
-    quality.add_argument("--layer", choices=["bronze", "batch", "realtime", "serving"])
+    quality.add_argument("--layer", choices=LAYERS)
+    quality.add_argument("--subject", help="a view's name, or bronze_events")
     quality.add_argument("--failed", action="store_true", help="only the failed gates")
-    quality.add_argument("--limit", type=int, default=20)
+    quality.add_argument("--limit", type=positive_int, default=20)
     quality.add_argument("--format", choices=["table", "json"], default="table")
     quality.set_defaults(run=cmd_quality)
     report = commands.add_parser("report", help="quality summary + HTML report with Data Docs")

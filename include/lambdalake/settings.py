@@ -180,6 +180,14 @@ class SpeedSettings(BaseModel):
         5, ge=2, description="supervisor: alert when lag grew over this many checks in a row"
     )
     supervise_every_seconds: int = Field(60, ge=10, description="supervisor DAG schedule")
+    gate_every_seconds: int = Field(
+        300, ge=0, description="supervisor: run the real-time quality gate at most this often "
+        "(0: on every check)"
+    )
+    gate_max_rows: int = Field(
+        50_000, ge=1, description="real-time gate: validate at most this many of the newest "
+        "rows written since the last gate"
+    )
     process_manager: Literal["stack", "container"] = Field(
         "stack", description="stack: the supervisor starts the process; container: an "
         "orchestrator runs and restarts it, the supervisor only checks its status"

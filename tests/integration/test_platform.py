@@ -137,7 +137,8 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     client.unpause(dag_id)  # active from creation; say so anyway
     run_id = client.trigger(dag_id, {})
     assert client.wait_for_run(dag_id, run_id, timeout=600) == "success"
-    assert client.task_states(dag_id, run_id) == {"supervise": "success", "alert": "skipped"}
+    assert client.task_states(dag_id, run_id) == {
+        "supervise": "success", "alert": "skipped", "gate_realtime": "success"}
     restarted = platform.speed.process.pid()
     assert restarted is not None and restarted != killed
 
@@ -194,7 +195,7 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
                   truth: pd.DataFrame, realtime_at_most: bool = False) -> list[str]:
     """Where the API's answer differs from the ground truth. Rows come from batch before the
     mark and real-time after it; exact measures equal the truth, the speed layer's sketches
-    are within 4 rsd. ``realtime_at_most``: real-time rows may fall short (events the speed
+    are within 4 rsd (``distinct_tolerance``). ``realtime_at_most``: real-time rows may fall short (events the speed
     layer dropped as too late) but never exceed the truth."""
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
         return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
@@ -211,8 +212,8 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
         realtime = row["source"] == "realtime"
         for m in view.measures:
             want, got = Decimal(str(expected[k][m.name])), Decimal(str(row[m.name]))
-            tolerance = (Decimal(4 * view.approx_distinct_rsd) * want
-                         if realtime and not m.exact_in_speed_layer else Decimal(0))
+            tolerance = Decimal(view.distinct_tolerance(float(want), 4)
+                                if realtime and not m.exact_in_speed_layer else 0)
             short_allowed = realtime and realtime_at_most
             if got > want + tolerance or (got < want - tolerance and not short_allowed):
                 problems.append(f"{k} {m.name}: {got} from {row['source']}, truth {want}")

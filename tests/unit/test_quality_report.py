@@ -77,3 +77,36 @@ def test_report_prints_the_summary_and_writes_the_html(
     html = html_path.read_text()
     assert html_path == settings.state_dir / "quality" / "docs" / "index.html"
     assert "amount_not_negative" in html and "-5" in html
+
+
+def test_the_query_api_serves_the_same_results_with_validated_filters(settings: Settings) -> None:
+    from fastapi.testclient import TestClient
+
+    from lambdalake.serving.api import create_app
+
+    with TestClient(create_app(settings)) as client:
+        everything = client.get("/quality/results").json()
+        assert [r["subject"] for r in everything] == ["product_sales", "bronze_events"]
+        [failed] = client.get("/quality/results", params={"failed": "true"}).json()
+        assert failed["critical_failures"][0]["samples"] == [-1, -5]
+        assert failed["run_id"] == "run-1"
+        assert client.get("/quality/results", params={"subject": "bronze_events"}).json()[0][
+            "layer"] == "bronze"
+        assert client.get("/quality/results", params={"layer": "serving"}).json() == []
+        assert len(client.get("/quality/results", params={"limit": 1}).json()) == 1
+        for bad in ({"layer": "gold"}, {"limit": 0}, {"limit": 5000}, {"failed": "maybe"}):
+            answer = client.get("/quality/results", params=bad)
+            assert answer.status_code == 422, bad
+            assert answer.json()["detail"][0]["loc"] == ["query", next(iter(bad))]
+        assert "/quality/results" in client.get("/openapi.json").json()["paths"]
+
+
+def test_the_cli_filters_by_subject_and_refuses_a_bad_limit(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cmd_quality(settings, build_parser().parse_args(
+        ["quality", "--subject", "bronze_events", "--format", "json"]))
+    assert [r["subject"] for r in json.loads(capsys.readouterr().out)] == ["bronze_events"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["quality", "--limit", "0"])
+    assert "not a whole number of at least 1" in capsys.readouterr().err

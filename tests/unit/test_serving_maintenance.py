@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lambdalake.quality.history import read_results
-from lambdalake.serving.maintenance import RECONCILIATION_TABLE, maintain
+from lambdalake.serving.maintenance import RECONCILIATION_TABLE, judge, maintain
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.streaming.progress import write_status
@@ -80,6 +80,19 @@ def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
     assert sorted((r["dimensions"], r["absolute_drift"], r["severity"])
                   for r in drifts.to_pylist() if r["checked_at"] == last) == [
         ('{"page":"/a"}', 2.0, "critical"), ('{"page":"/b"}', -1.0, "warning")]
+
+
+def test_a_sketch_may_miss_a_small_count_by_one_collision_but_not_by_two() -> None:
+    view = load_views()["page_traffic"]  # unique_* are HLL++ in the speed layer, rsd 0.02
+    row = {"window_start": hour(0), "dimensions": '{"page":"/a"}', "b_views": 7, "r_views": 7,
+           "b_unique_users": 7, "r_unique_users": 6, "b_unique_sessions": 7,
+           "r_unique_sessions": 5}
+    drifts = judge(view, [row], late_rows_dropped=0, tolerance_rsd=4.0, checked_at=hour(3))
+    assert [(d["measure"], d["absolute_drift"]) for d in drifts] == [("unique_sessions", -2.0)]
+    large = {**row, "b_unique_users": 1000, "r_unique_users": 1080, "r_unique_sessions": 7}
+    assert judge(view, [large], 0, 4.0, hour(3)) == []  # 8 % of 1,000: within 4 rsd
+    larger = {**large, "r_unique_users": 1081}
+    assert [d["measure"] for d in judge(view, [larger], 0, 4.0, hour(3))] == ["unique_users"]
 
 
 def test_open_windows_are_neither_compared_nor_rewritten(lake: Settings) -> None:

@@ -89,6 +89,24 @@ def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> Non
     assert any("lag grew" in p for p in verdicts[-1])
 
 
+def test_alerts_of_the_last_hour_are_what_status_shows(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lambdalake.cli import print_layer_freshness
+    from lambdalake.speed.supervisor import alerts_path, recent_alerts, record_alert
+
+    record_alert(settings, "real-time quality gate failed", ["gate realtime funnel: FAILED"])
+    old = {"at": time.time() - 7200, "what": "speed layer UNHEALTHY", "problems": []}
+    with alerts_path(settings).open("a") as alerts:
+        alerts.write(json.dumps(old) + "\n")
+    [recent] = recent_alerts(settings, within_seconds=3600)
+    assert recent["what"] == "real-time quality gate failed"
+    print_layer_freshness(settings)
+    shown = capsys.readouterr().out
+    assert "real-time quality gate failed\n  gate realtime funnel: FAILED" in shown
+    assert "UNHEALTHY" not in shown
+
+
 def test_under_a_container_orchestrator_the_supervisor_only_checks(settings: Settings) -> None:
     settings.speed.process_manager = "container"
     assert "not started here" in ensure_running(settings)

@@ -51,6 +51,12 @@ def test_bad_definitions_name_the_view_and_the_problem(
         load_views(tmp_path)
 
 
+@pytest.mark.parametrize(("exact", "allowed"), [(0, 0), (1, 1), (7, 1), (12, 1), (13, 2),
+                                                (1000, 80), (1001, 81)])
+def test_a_distinct_count_estimate_may_be_off_by_4_rsd_rounded_up(exact: int, allowed: int) -> None:
+    assert load_views()["funnel"].distinct_tolerance(exact, 4) == allowed
+
+
 def test_adding_a_view_is_adding_a_file(tmp_path: Path) -> None:
     write_view(tmp_path, name="device_sales", dimensions=["device"])
     assert "device_sales" in load_views(tmp_path)

@@ -192,7 +192,7 @@ def validate_bronze_slice(
     try:
         frame = read_bronze_interval(spark, settings, start, end, version=version)
     except Exception as error:
-        return _did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
+        return did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
     return validate_bronze_frame(frame, start, end, require_rows=require_rows,
                                  contracts=contracts, views=views, began=began)
 
@@ -231,7 +231,7 @@ def validate_view_slice(
         if require_rows is None:
             require_rows = bronze_has_events(spark, settings, view, start, end, bronze_version)
     except Exception as error:
-        return _did_not_run("batch", view.name, start, end, error, began)
+        return did_not_run("batch", view.name, start, end, error, began)
     return validate_view_frame(frame, view, start, end, require_rows=require_rows,
                                contracts=contracts, began=began)
 
@@ -285,7 +285,7 @@ def run_suite(
         critical, warnings, evaluated, validation = validate_in_two_passes(
             _batch_definition(), validated, suite, interval_parameters(start, end), sample_size)
     except Exception as error:
-        return _did_not_run(layer, subject, start, end, error, began)
+        return did_not_run(layer, subject, start, end, error, began)
     finally:
         if cached is not None:
             try:
@@ -306,7 +306,7 @@ def validate_in_two_passes(
     ``suite`` on ``frame`` (a Spark or a pandas DataFrame, as ``batch_definition``'s data
     source expects): a ``BOOLEAN_ONLY`` pass, then, only if something failed, a second pass
     over the failing expectations for observed values and samples. Raises what GX raises;
-    callers turn that into a failed result (``_did_not_run``)."""
+    callers turn that into a failed result (``did_not_run``)."""
     validation = _validate(batch_definition, frame, suite, _FIRST_PASS, parameters)
     critical, warnings, evaluated = interpret(suite, validation)
     failing = [o.check for o in [*critical, *warnings] if o.error is None]
@@ -523,8 +523,9 @@ def _column(kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _did_not_run(layer: str, subject: str, start: datetime, end: datetime,
-                 error: BaseException, began: float) -> GateResult:
+def did_not_run(layer: str, subject: str, start: datetime, end: datetime,
+                error: BaseException, began: float) -> GateResult:
+    """The failed result of a gate whose validation raised: a gate never passes silently."""
     message = "".join(traceback.format_exception_only(type(error), error)).strip()
     outcome = ExpectationOutcome("validation", "(gate)", None, CRITICAL.value,
                                  "a gate must evaluate its suite",

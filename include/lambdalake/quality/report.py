@@ -1,7 +1,7 @@
 """The recorded gate results as people read them: newest first, one line each, in a table.
 
 Reads the history ``lambdalake.quality.history`` appends to; ``lambdalake quality``,
-``lambdalake report`` and ``make demo`` print it.
+``lambdalake report`` and ``make demo`` print it, the query API serves it.
 """
 
 from __future__ import annotations
@@ -19,10 +19,19 @@ def verdict(result: dict[str, Any]) -> str:
     return "passed" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
-def recent(results: list[dict[str, Any]], layer: str | None = None, limit: int = 20
-           ) -> list[dict[str, Any]]:
-    """The newest ``limit`` results (of ``layer``), newest first."""
-    chosen = [r for r in results if layer is None or r["layer"] == layer]
+LAYERS = ("bronze", "batch", "realtime", "serving")
+"""The layers whose gates record results."""
+
+
+def recent(results: list[dict[str, Any]], layer: str | None = None, limit: int = 20, *,
+           subject: str | None = None, failed_only: bool = False) -> list[dict[str, Any]]:
+    """The newest ``limit`` results (of ``layer``, of ``subject``, only failed ones if
+    ``failed_only``), newest first: what ``lambdalake quality`` and the query API's
+    ``/quality/results`` answer."""
+    chosen = [r for r in results
+              if (layer is None or r["layer"] == layer)
+              and (subject is None or r["subject"] == subject)
+              and not (failed_only and r["success"])]
     return sorted(chosen, key=lambda r: r["recorded_at"], reverse=True)[:limit]
 
 

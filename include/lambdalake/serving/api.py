@@ -7,7 +7,9 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 - ``GET /views/{view}/rows?from=&to=&where=page=/cart&limit=&offset=``: one page of the
   merged answer (see ``lambdalake.serving.query``);
 - ``GET /freshness``: per view, the batch high-water mark, the newest real-time write and
-  the speed layer's own status; ``GET /health``.
+  the speed layer's own status; ``GET /health``;
+- ``GET /quality/results?layer=&subject=&failed=&limit=``: the recorded quality-gate
+  verdicts, newest first (``lambdalake.quality.report.recent``).
 
 A background thread refreshes the snapshots every ``serving.refresh_seconds``; a request
 only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
@@ -22,12 +24,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from lambdalake.quality.history import read_results
+from lambdalake.quality.report import LAYERS, recent
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
@@ -167,5 +171,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         speed = (read_status(settings, SPEED) or {}).get("views", {})
         return {name: view_freshness(store.get(name), speed.get(name, {}), now)
                 for name in sorted(views)}
+
+    @app.get("/quality/results", responses=BAD_QUERY)
+    def quality_results(
+        layer: Annotated[Literal[LAYERS] | None, Query(  # type: ignore[valid-type]
+            description="only this layer's gates")] = None,
+        subject: Annotated[str | None, Query(
+            description="only this view's (or bronze_events') gates", max_length=200)] = None,
+        failed: Annotated[bool, Query(description="only the gates that failed")] = False,
+        limit: Annotated[int, Query(ge=1, le=1000, description="results, newest first")] = 20,
+    ) -> list[dict[str, Any]]:
+        """The recorded quality-gate verdicts, newest first: layer, subject, interval,
+        success, failing expectations with samples, rows, run id, Data Docs page (as
+        ``lambdalake quality --format json``)."""
+        return recent(read_results(settings), layer, limit, subject=subject, failed_only=failed)
 
     return app

@@ -136,8 +136,9 @@ def judge(
             realtime = _number(row[f"r_{measure.name}"])
             absolute = (realtime or 0.0) - (batch or 0.0)
             relative = absolute / batch if batch else None
-            allowed = 0.0 if measure.exact_in_speed_layer else tolerance_rsd * view.approx_distinct_rsd
-            if abs(relative if relative is not None else absolute) <= allowed or absolute == 0:
+            allowed = (0 if measure.exact_in_speed_layer
+                       else view.distinct_tolerance(batch or 0.0, tolerance_rsd))
+            if abs(absolute) <= allowed:
                 continue
             explained = late_rows_dropped > 0 and _short(measure, absolute)
             drifts.append({

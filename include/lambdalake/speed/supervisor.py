@@ -116,11 +116,22 @@ def alerts_path(settings: Settings) -> Path:
     return settings.state_dir / "alerts" / "speed.jsonl"
 
 
-def record_alert(settings: Settings, health: SpeedHealth) -> Path:
-    """Append an alert line (JSON) that the status command and the quality report show."""
+def record_alert(settings: Settings, what: str, problems: list[str]) -> Path:
+    """Append an alert line (JSON: when, what, problems) that ``lambdalake status`` shows."""
     path = alerts_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as alerts:
-        alerts.write(json.dumps({"at": time.time(), "what": health.describe(),
-                                 "problems": health.problems}) + "\n")
+        alerts.write(json.dumps({"at": time.time(), "what": what, "problems": problems}) + "\n")
     return path
+
+
+def recent_alerts(settings: Settings, within_seconds: float, now: float | None = None
+                  ) -> list[dict[str, Any]]:
+    """The alerts of the last ``within_seconds``, oldest first."""
+    now = time.time() if now is None else now
+    try:
+        lines = alerts_path(settings).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    alerts = [json.loads(line) for line in lines if line]
+    return [a for a in alerts if now - float(a["at"]) <= within_seconds]

@@ -1,0 +1,191 @@
+"""The real-time gate: validate the rows the speed layer wrote since the last gate, off-stream.
+
+The speed layer must not slow down for quality checks, so this gate runs from the
+supervisor DAG, never inside a micro-batch, and without Spark: the rows are read with
+delta-rs (only those whose ``updated_at`` is newer than the last gated row, and at most
+``max_rows`` of the newest), the suite's derived columns are computed by DuckDB from the
+same SQL the Spark gates use, and GX validates the pandas frame (``realtime_suite``).
+
+Each view remembers the newest ``updated_at`` it gated in
+``<state>/quality/realtime-gated.json``; the next gate starts after it, so every row is
+gated once (``updated_at`` is the write time stamped by the table's one writer, so it grows
+with the table; a gate that did not run keeps the mark, and the rows are gated next time). A
+failed gate is recorded in the quality history like every other layer's and fails the
+supervisor's task, which raises an alert; the rows stay (serving shows them, and the batch
+layer supersedes them), because the real-time view is provisional by design.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.quality.gate import (
+    SAMPLE_SIZE,
+    GateResult,
+    did_not_run,
+    pandas_batch_definition,
+    validate_in_two_passes,
+)
+from lambdalake.quality.history import record
+from lambdalake.quality.suites import (
+    DUCKDB_MACROS,
+    derived_columns,
+    realtime_parameters,
+    realtime_suite,
+)
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.views.definition import ViewDefinition
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+LAYER = "realtime"
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """The rows to gate: written after ``since`` (None: the first gate), newest ``max_rows``."""
+
+    rows: pa.Table
+    since: datetime | None
+    written: int          # rows written after ``since`` (``rows`` holds at most max_rows)
+
+
+def marks_path(settings: Settings) -> Path:
+    return settings.state_dir / "quality" / "realtime-gated.json"
+
+
+def _read_marks(settings: Settings) -> dict[str, Any]:
+    try:
+        return dict(json.loads(marks_path(settings).read_text()))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _write_marks(settings: Settings, marks: dict[str, Any]) -> None:
+    path = marks_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(marks, sort_keys=True))
+    temporary.replace(path)  # atomic: marks are never half written
+
+
+def gated_until(settings: Settings) -> dict[str, datetime]:
+    """Per view, the newest ``updated_at`` already gated."""
+    views = _read_marks(settings).get("views", {})
+    return {view: datetime.fromisoformat(stamp) for view, stamp in views.items()}
+
+
+def _remember(settings: Settings, view: ViewDefinition, newest: datetime) -> None:
+    marks = _read_marks(settings)
+    marks["views"] = {**marks.get("views", {}), view.name: newest.isoformat()}
+    _write_marks(settings, marks)
+
+
+def gates_due(settings: Settings, now: datetime) -> bool:
+    """True when the last round of gates began ``speed.gate_every_seconds`` ago or more;
+    if so, notes ``now`` as the start of a new round."""
+    marks = _read_marks(settings)
+    began = marks.get("round_began_at")
+    if began is not None and (now - datetime.fromisoformat(began)).total_seconds() < (
+            settings.speed.gate_every_seconds):
+        return False
+    _write_marks(settings, {**marks, "round_began_at": now.isoformat()})
+    return True
+
+
+def run_realtime_gates(
+    settings: Settings, views: Iterable[ViewDefinition], *, now: datetime | None = None,
+    **context: Any,
+) -> list[GateResult] | None:
+    """One round for the supervisor: gate each view's new rows and record every verdict
+    (with ``context``, e.g. the run id) in the quality history. None when the round is not
+    due (``speed.gate_every_seconds``); an empty list when no view had new rows."""
+    now = now or datetime.now(UTC)
+    if not gates_due(settings, now):
+        return None
+    results = []
+    for view in views:
+        result = validate_realtime(settings, view, now=now)
+        if result is not None:
+            record(result, settings, **context)
+            results.append(result)
+    return results
+
+
+def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> NewRows | None:
+    """The real-time rows of ``view`` not gated yet; None if there are none (or no table)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    uri = delta_rs_uri(settings.table_path(realtime_table(view)))
+    if not DeltaTable.is_deltatable(uri):
+        return None
+    since = gated_until(settings).get(view.name)
+    dataset = DeltaTable(uri).to_pyarrow_dataset()
+    rows = dataset.to_table(filter=None if since is None else pc.field("updated_at") > since)
+    if rows.num_rows == 0:
+        return None
+    written = rows.num_rows
+    if written > max_rows:
+        rows = rows.sort_by([("updated_at", "descending")]).slice(0, max_rows)
+    return NewRows(rows, since, written)
+
+
+def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:
+    """``rows`` as pandas, plus the suite's derived columns computed by DuckDB."""
+    import duckdb
+
+    with duckdb.connect() as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        for macro in DUCKDB_MACROS:
+            connection.execute(macro)
+        connection.register("new_rows", rows)
+        extra = "".join(f", {sql} AS \"{name}\"" for name, sql in derived.items())
+        return connection.execute(f"SELECT *{extra} FROM new_rows").df()
+
+
+def validate_realtime(
+    settings: Settings, view: ViewDefinition, *, max_rows: int | None = None,
+    now: datetime | None = None, contracts: ContractRegistry | None = None,
+    sample_size: int = SAMPLE_SIZE,
+) -> GateResult | None:
+    """Gate the real-time rows of ``view`` written since the last gate; None if there are
+    none. The result's interval spans the write times of the rows gated. Moves the view's
+    mark past them unless validation did not run."""
+    began = time.monotonic()
+    now = now or datetime.now(UTC)
+    limit = max_rows or settings.speed.gate_max_rows
+    try:
+        found = new_rows(settings, view, limit)
+    except Exception as error:
+        return did_not_run(LAYER, view.name, now, now, error, began)
+    if found is None:
+        return None
+    import pyarrow.compute as pc
+
+    written_at = found.rows.column("updated_at")
+    oldest, newest = pc.min(written_at).as_py(), pc.max(written_at).as_py()
+    try:
+        suite = realtime_suite(view, contracts)
+        frame = with_derived_columns(found.rows, derived_columns(suite))
+        critical, warnings, evaluated, validation = validate_in_two_passes(
+            pandas_batch_definition(), frame, suite, realtime_parameters(now, view),
+            sample_size)
+    except Exception as error:
+        return did_not_run(LAYER, view.name, oldest, newest, error, began)
+    _remember(settings, view, newest)
+    return GateResult(LAYER, view.name, oldest, newest, success=not critical,
+                      critical_failures=critical, warnings=warnings, evaluated=evaluated,
+                      rows=found.rows.num_rows, seconds=time.monotonic() - began,
+                      validation=validation)

@@ -1,0 +1,128 @@
+"""The real-time gate on small real-time tables written with delta-rs (no JVM): what it
+checks, that each row is gated once, and that a gate that did not run never passes."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lambdalake.quality import realtime_gate
+from lambdalake.quality.history import read_results
+from lambdalake.quality.realtime_gate import gated_until, run_realtime_gates, validate_realtime
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import realtime_table
+from lambdalake.views.definition import ViewDefinition, load_views
+from test_serving_query import TS, append_realtime, hour
+
+NOW = hour(6)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
+
+
+@pytest.fixture
+def page_traffic() -> ViewDefinition:
+    return load_views()["page_traffic"]
+
+
+def failed_checks(result: realtime_gate.GateResult) -> dict[str, int | None]:
+    return {o.check: o.unexpected_count for o in result.critical_failures}
+
+
+def test_good_rows_pass_and_each_row_is_gated_once(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    append_realtime(lake, 0, [(0, "/a", 1), (1, "/a", 2)])
+    append_realtime(lake, 1, [(1, "/a", 3), (2, "/b", 1)])  # 01:00 /a again: a new value
+    first = validate_realtime(lake, page_traffic, now=NOW)
+    assert first is not None and first.success, first.report()
+    assert (first.layer, first.rows, first.evaluated) == ("realtime", 4, 15)
+    assert (first.start, first.end) == (hour(0), hour(2) + timedelta(minutes=1))
+    assert validate_realtime(lake, page_traffic, now=NOW) is None  # nothing new
+    append_realtime(lake, 3, [(3, "/a", 1)])
+    second = validate_realtime(lake, page_traffic, now=NOW)
+    assert second is not None and second.success and second.rows == 1
+    assert gated_until(lake) == {"page_traffic": hour(3) + timedelta(minutes=3)}
+
+
+def test_bad_rows_fail_naming_each_broken_rule(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    append_realtime(lake, 1, [(2, "/a", 1), (2, "/a", -2), (9, "/b", 1)])
+    misaligned = hour(3) + timedelta(minutes=30)
+    write_deltalake(lake.table_path(realtime_table(page_traffic)), pa.table({
+        "window_start": pa.array([misaligned], TS),
+        "window_end": pa.array([misaligned + timedelta(hours=1)], TS),
+        "page": ["/c"], "views": pa.array([1], pa.int64()),
+        "unique_users": pa.array([1], pa.int64()), "unique_sessions": pa.array([None], pa.int64()),
+        "batch_id": pa.array([2], pa.int64()), "updated_at": pa.array([hour(4)], TS),
+    }), partition_by=["window_start"], mode="append")
+    result = validate_realtime(lake, page_traffic, now=NOW)
+    assert result is not None and not result.success
+    assert failed_checks(result) == {
+        "unique:window_start,page,batch_id": 2,   # one micro-batch wrote a key twice
+        "range:views": 1,                          # a negative count
+        "not_future:window_start": 1,              # 09:00 starts after NOW + one hour
+        "window": 1,                               # 03:30 is not aligned to the hour
+        "not_null:unique_sessions": 1,
+    }
+    window = next(o for o in result.critical_failures if o.check == "window")
+    assert window.samples == ["2026-11-20 03:30:00+00 .. 2026-11-20 04:30:00+00"]
+    assert validate_realtime(lake, page_traffic, now=NOW) is None  # reported once
+
+
+def test_the_newest_rows_are_gated_when_too_many_were_written(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    for batch_id in range(5):
+        append_realtime(lake, batch_id, [(0, "/a", batch_id + 1)])
+    result = validate_realtime(lake, page_traffic, now=NOW, max_rows=2)
+    assert result is not None and result.success and result.rows == 2
+    assert (result.start, result.end) == (hour(0) + timedelta(minutes=3),
+                                          hour(0) + timedelta(minutes=4))
+
+
+def test_a_gate_that_did_not_run_fails_and_keeps_its_rows_for_the_next_round(
+    lake: Settings, page_traffic: ViewDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    append_realtime(lake, 0, [(0, "/a", 1)])
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("GX blew up")
+
+    monkeypatch.setattr(realtime_gate, "validate_in_two_passes", broken)
+    result = validate_realtime(lake, page_traffic, now=NOW)
+    assert result is not None and not result.success
+    assert "GX blew up" in (result.critical_failures[0].error or "")
+    assert gated_until(lake) == {}
+    monkeypatch.undo()
+    retried = validate_realtime(lake, page_traffic, now=NOW)
+    assert retried is not None and retried.success and retried.rows == 1
+
+
+def test_a_round_records_every_verdict_and_runs_at_most_every_gate_interval(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    views = load_views().values()
+    assert run_realtime_gates(lake, views, now=NOW, run_id="r1") == []  # no real-time rows
+    append_realtime(lake, 0, [(0, "/a", 1)])
+    assert run_realtime_gates(lake, views, now=NOW + timedelta(seconds=1)) is None  # not due
+    later = NOW + timedelta(seconds=lake.speed.gate_every_seconds)
+    [result] = run_realtime_gates(lake, views, now=later, run_id="r2") or []
+    assert result.subject == "page_traffic" and result.success
+    [recorded] = read_results(lake)
+    assert (recorded["layer"], recorded["subject"], recorded["run_id"]) == (
+        "realtime", "page_traffic", "r2")
+    assert recorded["docs"].endswith(".html")
+
+
+def test_the_gate_reads_no_rows_before_the_first_write(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    assert validate_realtime(lake, page_traffic, now=datetime.now(NOW.tzinfo)) is None
