@@ -78,11 +78,12 @@ def test_bad_rows_fail_naming_each_broken_rule(
 
 
 def test_the_newest_rows_are_gated_when_too_many_were_written(
-    lake: Settings, page_traffic: ViewDefinition
+    lake: Settings, page_traffic: ViewDefinition, caplog: pytest.LogCaptureFixture
 ) -> None:
     for batch_id in range(5):
         append_realtime(lake, batch_id, [(0, "/a", batch_id + 1)])
     result = validate_realtime(lake, page_traffic, now=NOW, max_rows=2)
+    assert "page_traffic: gating the newest 2 of 5 rows written since None" in caplog.text
     assert result is not None and result.success and result.rows == 2
     assert (result.start, result.end) == (hour(0) + timedelta(minutes=3),
                                           hour(0) + timedelta(minutes=4))

@@ -18,9 +18,9 @@ layer supersedes them), because the real-time view is provisional by design.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,15 +50,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 LAYER = "realtime"
-
-
-@dataclass(frozen=True)
-class NewRows:
-    """The rows to gate: written after ``since`` (None: the first gate), newest ``max_rows``."""
-
-    rows: pa.Table
-    since: datetime | None
-    written: int          # rows written after ``since`` (``rows`` holds at most max_rows)
+log = logging.getLogger(__name__)
 
 
 def marks_path(settings: Settings) -> Path:
@@ -123,8 +115,9 @@ def run_realtime_gates(
     return results
 
 
-def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> NewRows | None:
-    """The real-time rows of ``view`` not gated yet; None if there are none (or no table)."""
+def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Table | None:
+    """The real-time rows of ``view`` not gated yet, at most the newest ``max_rows`` (the
+    task log says how many were left out); None if there are none (or no table)."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
@@ -136,10 +129,11 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> NewRows
     rows = dataset.to_table(filter=None if since is None else pc.field("updated_at") > since)
     if rows.num_rows == 0:
         return None
-    written = rows.num_rows
-    if written > max_rows:
+    if rows.num_rows > max_rows:
+        log.warning("%s: gating the newest %d of %d rows written since %s", view.name,
+                    max_rows, rows.num_rows, since)
         rows = rows.sort_by([("updated_at", "descending")]).slice(0, max_rows)
-    return NewRows(rows, since, written)
+    return rows
 
 
 def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:
@@ -167,18 +161,18 @@ def validate_realtime(
     now = now or datetime.now(UTC)
     limit = max_rows or settings.speed.gate_max_rows
     try:
-        found = new_rows(settings, view, limit)
+        rows = new_rows(settings, view, limit)
     except Exception as error:
         return did_not_run(LAYER, view.name, now, now, error, began)
-    if found is None:
+    if rows is None:
         return None
     import pyarrow.compute as pc
 
-    written_at = found.rows.column("updated_at")
+    written_at = rows.column("updated_at")
     oldest, newest = pc.min(written_at).as_py(), pc.max(written_at).as_py()
     try:
         suite = realtime_suite(view, contracts)
-        frame = with_derived_columns(found.rows, derived_columns(suite))
+        frame = with_derived_columns(rows, derived_columns(suite))
         critical, warnings, evaluated, validation = validate_in_two_passes(
             pandas_batch_definition(), frame, suite, realtime_parameters(now, view),
             sample_size)
@@ -187,5 +181,5 @@ def validate_realtime(
     _remember(settings, view, newest)
     return GateResult(LAYER, view.name, oldest, newest, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
-                      rows=found.rows.num_rows, seconds=time.monotonic() - began,
+                      rows=rows.num_rows, seconds=time.monotonic() - began,
                       validation=validation)
