@@ -6,14 +6,16 @@
         --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH] \\
         [--run-id RUN]
 
-Every requested subject is validated (the views are all validated even if one fails); each
-prints one summary line, then one line per failing expectation with sample values, and is
-appended to ``<state dir>/quality/results.jsonl``. The exit status is 1 if any gate has a
+Every requested subject is validated (the views are all validated even if one fails; the
+bronze layer is bronze's events of the interval, then the records quarantined among those
+that arrived in it); each prints one summary line, then one line per failing expectation
+with sample values, and is recorded in the history (``lambdalake.quality.history``). The exit status is 1 if any gate has a
 critical failure (or could not validate), 0 otherwise, 2 for bad arguments.
 
 ``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
 dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
-view's types in the interval. Without ``--views``, every view is validated, each in the
+view's types in the interval. A slice's usual row count comes from the history
+(``lambdalake.quality.baseline``). Without ``--views``, every view is validated, each in the
 table readers currently use (``lambdalake.views.catalog``); ``--table-path`` (one view
 only) validates another table, e.g. a version built by a full reprocess before the switch.
 """
@@ -62,6 +64,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         args_parser.error(f"empty interval [{args.start}, {args.end})")
     settings = settings or get_settings()
 
+    from lambdalake.lake.bronze import BRONZE_TABLE
     from lambdalake.views.definition import load_views
 
     views = load_views()
@@ -77,28 +80,37 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         args_parser.error("--views and --table-path are for --layer batch")
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
+    from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.gate import (
         GATE_SPARK_CONF,
         validate_bronze_slice,
+        validate_quarantine_slice,
         validate_view_slice,
     )
-    from lambdalake.quality.history import record
+    from lambdalake.quality.history import read_results, record
     from lambdalake.spark import get_spark
     from lambdalake.views.catalog import current_table_path
 
     spark = get_spark(f"validate-{args.layer}", settings, GATE_SPARK_CONF)
+    history = read_results(settings)
+
+    def usual(layer: str, subject: str) -> tuple[int | None, int | None]:
+        return usual_row_count(history, layer, subject, args.start, args.end, settings.quality)
 
     def gates() -> Iterator[GateResult]:  # one at a time: each is printed as it finishes
         if args.layer == "bronze":
             yield validate_bronze_slice(spark, settings, args.start, args.end,
                                         version=args.bronze_version,
-                                        require_rows=bool(require_rows), views=views)
+                                        require_rows=bool(require_rows), views=views,
+                                        row_count=usual("bronze", BRONZE_TABLE))
+            yield validate_quarantine_slice(spark, settings, args.start, args.end)
             return
         for name in names:
             path = args.table_path or current_table_path(settings, name)
             yield validate_view_slice(spark, settings, views[name], path, args.start, args.end,
                                       require_rows=require_rows,
-                                      bronze_version=args.bronze_version)
+                                      bronze_version=args.bronze_version,
+                                      row_count=usual("batch", name))
 
     passed = True
     for result in gates():

@@ -4,9 +4,10 @@
    allowance, so every layer counts them), duplicates and malformed records of every kind —
    and reconcile bronze + quarantine with what was produced once ingest has caught up.
 2. Wait until the speed layer has consumed it too.
-3. Run the batch DAG through Airflow's REST API, one run over every closed hour since the
-   schedule's first day except the last: the last closed hour and the current one stay
-   with the speed layer, as they would on a platform that has been running for a while.
+3. Run the batch DAG through Airflow's REST API, one run over every hour since the
+   schedule's first day whose lateness allowance has passed — every hour a scheduled run
+   may already have published, so a re-run's traffic reaches all of them. The hours after
+   it stay with the speed layer.
 4. Wait until the query API serves the new high-water mark, then show two queries whose
    answers merge batch rows (before the mark) with real-time rows (after it).
 
@@ -58,11 +59,14 @@ def hour_floor(moment: datetime) -> datetime:
 
 
 def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoPlan:
-    """Traffic over the past hours; a batch interval from the first day to the last closed hour
-    but one. Lateness stays at 80% of the smallest allowance so the speed layer keeps it."""
+    """Traffic over the past hours; a batch interval from the first day to the last hour whose
+    lateness allowance has passed (the batch DAG's completeness wait is then already over).
+    Lateness stays at 80% of the smallest allowance so the speed layer keeps it."""
     from lambdalake.views.definition import load_views
 
-    allowance = min(view.lateness_seconds for view in load_views().values())
+    views = load_views().values()
+    allowance = min(view.lateness_seconds for view in views)
+    settled = hour_floor(now - timedelta(seconds=max(view.lateness_seconds for view in views)))
     span = timedelta(hours=TRAFFIC_HOURS)
     profile = TrafficProfile(
         count=count, rate=PRODUCE_RATE, late_fraction=0.05,
@@ -71,7 +75,7 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoP
         event_time_rate=count / span.total_seconds(),
     )
     first = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
-    return DemoPlan(profile, first, max(first, hour_floor(now) - timedelta(hours=1)))
+    return DemoPlan(profile, first, max(first, settled))
 
 
 def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manifest:

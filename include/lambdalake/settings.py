@@ -235,6 +235,25 @@ class BatchSettings(BaseModel):
         return self.start_date or datetime.now(UTC).date() - timedelta(days=2)
 
 
+class QualitySettings(BaseModel):
+    """Thresholds of the quality gates' warnings (recorded and shown; they never block)."""
+
+    row_count_history: int = Field(
+        24, ge=1, description="row-count anomaly: compare a slice with this many recent "
+        "validated intervals of the same layer and subject")
+    row_count_min_history: int = Field(
+        3, ge=1, description="row-count anomaly: no bound until this many intervals are known")
+    row_count_factor: float = Field(
+        3.0, gt=1, description="row-count anomaly: warn outside [usual / factor, usual x "
+        "factor], usual = the recent median rows per hour scaled to the slice")
+    batch_freshness_slack_seconds: int = Field(
+        1800, ge=0, description="freshness: warn when the batch high-water mark is further "
+        "behind now than one interval + the view's lateness + this (a run's own time)")
+    quarantine_max_rate: float = Field(
+        0.05, ge=0, le=1, description="quarantine rate: warn when more of the records that "
+        "arrived in an interval were quarantined")
+
+
 class ServingSettings(BaseModel):
     """The serving layer: the query API and the maintenance of the real-time store."""
 
@@ -323,6 +342,7 @@ class Settings(BaseSettings):
     speed: SpeedSettings = SpeedSettings()
     batch: BatchSettings = BatchSettings()
     serving: ServingSettings = ServingSettings()
+    quality: QualitySettings = QualitySettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()
 

@@ -30,13 +30,21 @@ def test_traffic_covers_the_past_hours_and_stays_within_the_lateness_allowance(
     assert max(lateness) < allowance  # nothing the speed layer would drop as too late
 
 
-def test_batch_covers_the_first_day_to_the_last_closed_hour_but_one(tmp_path: Path) -> None:
+def test_batch_covers_the_first_day_to_the_last_hour_whose_lateness_has_passed(
+    tmp_path: Path
+) -> None:
+    """Every hour a scheduled run may already have published (so a re-run's traffic reaches
+    it), and none whose completeness wait would still hold the run."""
     settings = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"})
     plan = plan_demo(settings, 1_000, 7, NOW)
     assert plan.batch_start == datetime(2026, 11, 20, tzinfo=UTC)
-    assert plan.batch_end == datetime(2026, 11, 22, 11, tzinfo=UTC)
+    assert plan.batch_end == datetime(2026, 11, 22, 12, tzinfo=UTC)
+    lateness = timedelta(seconds=max(v.lateness_seconds for v in load_views().values()))
+    just_before = datetime(2026, 11, 22, 12, tzinfo=UTC) + lateness - timedelta(seconds=1)
+    assert plan_demo(settings, 1_000, 7, just_before).batch_end == datetime(
+        2026, 11, 22, 11, tzinfo=UTC)
     urls = example_queries(settings, plan)
     assert [url.split("?")[0] for url in urls] == [
         f"{settings.serving.base_url}/views/page_traffic/rows",
         f"{settings.serving.base_url}/views/funnel/rows"]
-    assert all("from=2026-11-22T09%3A00%3A00Z" in url for url in urls)  # spans the mark
+    assert all("from=2026-11-22T10%3A00%3A00Z" in url for url in urls)  # spans the mark

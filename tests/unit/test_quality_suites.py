@@ -78,6 +78,7 @@ def test_bronze_severities_follow_what_the_views_read() -> None:
     assert severity["not_null:page[page_view]"] == "critical"
     assert severity["in_set:device"] == severity["range:schema_version"] == "warning"  # no view
     assert severity["not_empty"] == "warning"  # a dead hour is legitimate
+    assert severity["row_count:usual"] == "warning"  # an anomaly is worth a look, not a block
     assert by_check(bronze_suite(require_rows=True))["not_empty"].severity.value == "critical"
     # once a view reads device, its checks block
     views = load_views()
@@ -113,6 +114,10 @@ def test_every_view_gets_its_suite(name: str) -> None:
         assert expectation.severity.value in ("critical", "warning")
         assert expectation.meta["rule"]
     assert view_suite(view, require_rows=False).expectations[0].severity.value == "warning"
+    usual = checks["row_count:usual"]
+    assert usual.severity.value == "warning"
+    assert (usual.min_value, usual.max_value) == ({"$PARAMETER": "row_count_min"},
+                                                  {"$PARAMETER": "row_count_max"})
 
 
 def test_sums_and_extremes_take_their_bounds_from_the_contract() -> None:
@@ -240,15 +245,31 @@ def test_a_failed_gate_raises_with_the_failing_expectations_and_samples() -> Non
         "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): passed, 17 expectations")
 
 
-def test_results_are_recorded_as_json_lines(tmp_path: Path) -> None:
+def test_results_are_recorded_in_a_delta_table_sql_can_read(tmp_path: Path) -> None:
+    import duckdb
+    from deltalake import DeltaTable
+
     settings = Settings(state_dir=tmp_path)
+    legacy = tmp_path / "quality" / "results.jsonl"  # what earlier versions wrote
+    legacy.parent.mkdir()
+    old = {**gate_result(True).to_json(), "run_id": "r-0",
+           "recorded_at": "2026-11-20T11:00:00+00:00"}
+    legacy.write_text(json.dumps(old) + "\n")
     path = record(gate_result(False), settings, run_id="r-1")
     record(gate_result(True), settings, run_id="r-2")
-    assert path == tmp_path / "quality" / "results.jsonl"
-    first, second = read_results(settings)
+    assert path == settings.table_path("quality_results")
+    assert not legacy.exists() and legacy.with_name("results.jsonl.imported").is_file()
+    imported, first, second = read_results(settings)
+    assert imported == old  # nothing of the file is lost
     assert (first["success"], first["run_id"], second["success"]) == (False, "r-1", True)
     assert first["critical_failures"][0]["samples"] == [-3]
     assert first["start"] == "2026-11-20T10:00:00+00:00" and first["evaluated"] == 17
+    results = DeltaTable(path).to_pyarrow_dataset()  # noqa: F841 (DuckDB reads it by name)
+    rows = duckdb.sql("SELECT run_id, success, critical_failures, warnings, interval_start "
+                      "FROM results ORDER BY recorded_at").fetchall()
+    assert [row[:4] for row in rows] == [("r-0", True, 0, 1), ("r-1", False, 1, 1),
+                                         ("r-2", True, 0, 1)]
+    assert rows[0][4] == START
 
 
 def test_the_entry_point_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,10 +24,12 @@ def lake(tmp_path: Path) -> Settings:
                     serving={"retire_margin_seconds": 3600})
 
 
-def speed_status(lake: Settings, watermark: datetime, dropped: int = 0) -> None:
+def speed_status(lake: Settings, watermark: datetime, dropped: int = 0, lag: int = 0,
+                 newest_batch: datetime | None = None) -> None:
     write_status(lake, "speed", {"views": {"page_traffic": {
         "watermark": watermark.isoformat().replace("+00:00", "Z"),
-        "dropped_by_watermark_total": dropped}}})
+        "dropped_by_watermark_total": dropped, "lag": lag,
+        "batch_timestamp": (newest_batch or watermark).isoformat().replace("+00:00", "Z")}}})
 
 
 def realtime_rows(lake: Settings) -> list[tuple[int, str, int]]:
@@ -66,12 +68,12 @@ def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
     publish_hours(lake, 0)
     append_realtime(lake, 0, [(0, "/a", 12), (0, "/b", 9)])
     speed_status(lake, hour(2), dropped=0)
-    report = maintain(lake, view)
+    report = maintain(lake, view, now=hour(2))
     assert not report.gate.success
     assert [(o.check, o.unexpected_count) for o in report.gate.critical_failures] == [
         ("drift:views", 2)]
     speed_status(lake, hour(2), dropped=3)  # the speed layer dropped late events: /b is short
-    report = maintain(lake, view)
+    report = maintain(lake, view, now=hour(2) + timedelta(minutes=1))
     assert [(o.check, o.unexpected_count) for o in report.gate.critical_failures] == [
         ("drift:views", 1)]
     assert [(o.check, o.unexpected_count) for o in report.gate.warnings] == [("drift:views", 1)]
@@ -80,6 +82,22 @@ def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
     assert sorted((r["dimensions"], r["absolute_drift"], r["severity"])
                   for r in drifts.to_pylist() if r["checked_at"] == last) == [
         ('{"page":"/a"}', 2.0, "critical"), ('{"page":"/b"}', -1.0, "warning")]
+
+
+def test_a_layer_behind_its_promise_is_a_freshness_warning(lake: Settings) -> None:
+    view = load_views()["page_traffic"]
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)  # mark: 01:00
+    speed_status(lake, hour(1), lag=40, newest_batch=hour(1))
+    assert maintain(lake, view, now=hour(1) + timedelta(minutes=1)).gate.warnings == []
+    late = maintain(lake, view, now=hour(3))
+    assert late.gate.success and late.gate.evaluated == len(view.measures) + 2
+    assert [(o.check, o.observed) for o in late.gate.warnings] == [
+        ("freshness:batch", 7200), ("freshness:realtime", 7200)]
+    speed_status(lake, hour(1), lag=0, newest_batch=hour(1))  # idle, not stale
+    assert [o.check for o in maintain(lake, view, now=hour(3)).gate.warnings] == [
+        "freshness:batch"]
+    assert read_results(lake)[-1]["warnings"][0]["check"] == "freshness:batch"
 
 
 def test_a_sketch_may_miss_a_small_count_by_one_collision_but_not_by_two() -> None:

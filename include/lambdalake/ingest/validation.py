@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+QUARANTINE_REASONS = (
+    "empty_value", "oversized", "invalid_utf8", "invalid_json", "unknown_event_type",
+    "wrong_type", "missing_required", "constraint_violation", "timestamp_out_of_range",
+)
+"""Every ``quarantine_reason``, in the order they are checked (a record gets the first)."""
 _INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
 # constraints not checked per field: event_type's const is the dispatch itself, and
 # schema_version's const would refuse newer compatible versions (forward compatibility)
@@ -190,6 +195,8 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
          (F.col("_occurred_at") < oldest) | (F.col("_occurred_at") > newest),
          F.concat(F.lit("kafka time "), F.col("timestamp").cast("string"))),
     ]
+    if tuple(name for name, _, _ in checks) != QUARANTINE_REASONS:
+        raise AssertionError("QUARANTINE_REASONS must list the checks, in order")
     staged = staged.withColumns({
         f"_r_{name}": F.coalesce(condition, F.lit(False)) for name, condition, _ in checks
     })

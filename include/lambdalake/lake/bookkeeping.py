@@ -12,7 +12,7 @@ import time
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 _ATTEMPTS = 5
 
@@ -36,8 +36,9 @@ def row_count(path: str) -> int:
     return DeltaTable(uri).to_pyarrow_dataset().count_rows() if DeltaTable.is_deltatable(uri) else 0
 
 
-def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> None:
-    """Append ``rows`` in one commit (creating the table on first use).
+def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> int:
+    """Append ``rows`` in one commit (creating the table on first use); return the table's
+    version right after (a cadence for maintenance such as ``compact``).
 
     Writers that find the table missing at the same moment race to create it; the loser's
     create may land as a metadata commit right after the winner's, which fails appends that
@@ -50,8 +51,21 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> None:
             if not DeltaTable.is_deltatable(uri):
                 DeltaTable.create(uri, schema=schema, mode="ignore")
             write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
-            return
+            return DeltaTable(uri).version()
         except CommitFailedError:
             if attempt == _ATTEMPTS - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def compact(path: str) -> None:
+    """Rewrite the table's small files as few large ones (readers see the same rows).
+
+    Opportunistic: if it fails (say, it lost to a concurrent writer), the files stay as
+    they are until the next time; nothing is lost either way.
+    """
+    try:
+        DeltaTable(delta_rs_uri(path)).optimize.compact()
+    except DeltaError:
+        pass

@@ -9,14 +9,14 @@ lands exactly once in exactly one of the two tables.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 BRONZE_TABLE = "bronze_events"
 QUARANTINE_TABLE = "quarantine_events"
@@ -116,3 +116,40 @@ def compact_closed_partitions(spark: SparkSession, settings: Settings, before: d
     metrics = table.optimize().where(f"event_date < '{before.isoformat()}'").executeCompaction()
     row = metrics.select("metrics.numFilesRemoved").collect()
     return int(row[0][0]) if row else 0
+
+
+def _arrived_in(start: datetime, end: datetime) -> Column:
+    """Records that reached Kafka in [start, end) (Kafka's timestamp is the arrival time)."""
+    from pyspark.sql import functions as F
+
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("interval bounds must be timezone-aware")
+    return (F.col("kafka_timestamp") >= F.lit(start)) & (F.col("kafka_timestamp") < F.lit(end))
+
+
+def read_quarantine_arrivals(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+) -> DataFrame:
+    """Quarantined records that reached Kafka in [start, end), however late ingest took them
+    (a record is ingested at or after its arrival: older ingest dates are skipped)."""
+    from pyspark.sql import functions as F
+
+    return (spark.read.format("delta").load(settings.table_path(QUARANTINE_TABLE))
+            .where(F.col("ingest_date") >= F.lit(start.astimezone(UTC).date()))
+            .where(_arrived_in(start, end)))
+
+
+def count_bronze_arrivals(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+) -> int:
+    """How many valid records reached Kafka in [start, end). Ingest refuses event times more
+    than ``max_event_age_days`` before or ``max_future_skew_seconds`` after arrival, so only
+    those event dates are read (and Delta's file statistics skip most of them)."""
+    from pyspark.sql import functions as F
+
+    policy = settings.ingest
+    oldest = (start - timedelta(days=policy.max_event_age_days)).astimezone(UTC).date()
+    newest = (end + timedelta(seconds=policy.max_future_skew_seconds)).astimezone(UTC).date()
+    return (spark.read.format("delta").load(settings.table_path(BRONZE_TABLE))
+            .where(F.col("event_date").between(F.lit(oldest), F.lit(newest)))
+            .where(_arrived_in(start, end)).count())

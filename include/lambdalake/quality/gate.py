@@ -48,13 +48,22 @@ import great_expectations as gx  # the package's __init__ silenced GX analytics 
 import numpy as np
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
+from lambdalake.lake.bronze import (
+    BRONZE_TABLE,
+    QUARANTINE_TABLE,
+    count_bronze_arrivals,
+    read_bronze_interval,
+    read_quarantine_arrivals,
+)
+from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.suites import (
     CRITICAL,
     bronze_suite,
     check_name,
     derived_columns,
     interval_parameters,
+    quarantine_max_rows,
+    quarantine_suite,
     view_suite,
 )
 from lambdalake.settings import Settings
@@ -132,7 +141,7 @@ class GateResult:
 
     def summary(self) -> str:
         """One line: ``gate bronze [..): passed, 26 expectations, 0 warnings, ...``."""
-        name = "bronze" if self.layer == "bronze" else f"{self.layer} {self.subject}"
+        name = "bronze" if self.subject == BRONZE_TABLE else f"{self.layer} {self.subject}"
         verdict = ("passed" if self.success
                    else f"FAILED, {len(self.critical_failures)} critical failures")
         return (f"gate {name} {self.interval}: {verdict}, {self.evaluated} expectations, "
@@ -182,10 +191,12 @@ def validate_bronze_slice(
     spark: SparkSession, settings: Settings, start: datetime, end: datetime, *,
     version: int | None = None, require_rows: bool = False,
     contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
+    row_count: RowBounds = NO_BOUNDS,
 ) -> GateResult:
     """Validate bronze's events in [start, end) (at table ``version``, default latest).
 
-    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate).
+    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate);
+    so is a row count outside ``row_count`` (``lambdalake.quality.baseline``).
     """
     _check_interval(start, end)
     began = time.monotonic()
@@ -194,24 +205,46 @@ def validate_bronze_slice(
     except Exception as error:
         return did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
     return validate_bronze_frame(frame, start, end, require_rows=require_rows,
-                                 contracts=contracts, views=views, began=began)
+                                 contracts=contracts, views=views, began=began,
+                                 row_count=row_count)
 
 
 def validate_bronze_frame(
     frame: DataFrame, start: datetime, end: datetime, *, require_rows: bool = False,
     contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
-    began: float | None = None,
+    began: float | None = None, row_count: RowBounds = NO_BOUNDS,
 ) -> GateResult:
     """Validate a DataFrame of bronze rows as the slice [start, end)."""
     suite = bronze_suite(contracts, views, require_rows=require_rows)
     return run_suite(frame, suite, layer="bronze", subject=BRONZE_TABLE, start=start, end=end,
-                     began=began)
+                     began=began, parameters=interval_parameters(start, end, row_count))
+
+
+def validate_quarantine_slice(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+) -> GateResult:
+    """Validate the records quarantined among those that reached Kafka in [start, end),
+    and their rate: at most ``quality.quarantine_max_rate`` of every record that arrived
+    then (bronze's and quarantine's, counted by Kafka time)."""
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = read_quarantine_arrivals(spark, settings, start, end)
+        arrived = frame.count() + count_bronze_arrivals(spark, settings, start, end)
+    except Exception as error:
+        return did_not_run("bronze", QUARANTINE_TABLE, start, end, error, began)
+    parameters = interval_parameters(
+        start, end, quarantine_max_rows=quarantine_max_rows(
+            arrived, settings.quality.quarantine_max_rate))
+    return run_suite(frame, quarantine_suite(), layer="bronze", subject=QUARANTINE_TABLE,
+                     start=start, end=end, began=began, parameters=parameters)
 
 
 def validate_view_slice(
     spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
     start: datetime, end: datetime, *, require_rows: bool | None = None,
     bronze_version: int | None = None, contracts: ContractRegistry | None = None,
+    row_count: RowBounds = NO_BOUNDS,
 ) -> GateResult:
     """Validate the rows of ``view``'s table at ``table_path`` whose window starts in [start, end).
 
@@ -233,18 +266,18 @@ def validate_view_slice(
     except Exception as error:
         return did_not_run("batch", view.name, start, end, error, began)
     return validate_view_frame(frame, view, start, end, require_rows=require_rows,
-                               contracts=contracts, began=began)
+                               contracts=contracts, began=began, row_count=row_count)
 
 
 def validate_view_frame(
     frame: DataFrame, view: ViewDefinition, start: datetime, end: datetime, *,
     require_rows: bool = True, contracts: ContractRegistry | None = None,
-    began: float | None = None,
+    began: float | None = None, row_count: RowBounds = NO_BOUNDS,
 ) -> GateResult:
     """Validate a DataFrame of ``view`` rows as its slice [start, end)."""
     suite = view_suite(view, contracts, require_rows=require_rows)
     return run_suite(frame, suite, layer="batch", subject=view.name, start=start, end=end,
-                     began=began)
+                     began=began, parameters=interval_parameters(start, end, row_count))
 
 
 def bronze_has_events(
@@ -264,8 +297,10 @@ def bronze_has_events(
 def run_suite(
     frame: DataFrame, suite: gx.ExpectationSuite, *, layer: str, subject: str,
     start: datetime, end: datetime, sample_size: int = SAMPLE_SIZE, began: float | None = None,
+    parameters: dict[str, Any] | None = None,
 ) -> GateResult:
-    """Validate ``frame`` with ``suite`` for the slice [start, end); never raises."""
+    """Validate ``frame`` with ``suite`` for the slice [start, end) (suite ``parameters``:
+    default ``interval_parameters(start, end)``); never raises."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -283,7 +318,8 @@ def run_suite(
         # one partition: GX's aggregations then need no shuffle (one Spark job, not two)
         validated = cached.coalesce(1) if rows <= SINGLE_PARTITION_ROWS else cached
         critical, warnings, evaluated, validation = validate_in_two_passes(
-            _batch_definition(), validated, suite, interval_parameters(start, end), sample_size)
+            _batch_definition(), validated, suite,
+            parameters or interval_parameters(start, end), sample_size)
     except Exception as error:
         return did_not_run(layer, subject, start, end, error, began)
     finally:

@@ -1,8 +1,18 @@
-"""Gate results, one JSON line each, in ``<state dir>/quality/results.jsonl``.
+"""The quality history: one row per gate run, in the Delta table ``quality_results``.
 
-A placeholder for the quality history table (issue #7): append-only, one line per gate
-run, readable with ``jq`` or pandas. Appends of whole lines are atomic enough for the
-few concurrent writers a local stack has.
+A bookkeeping table beside the data (written with delta-rs, no JVM): every gate of every
+layer appends its verdict, whatever process it runs in (a Spark child of the batch DAG, the
+speed supervisor, the serving DAG); concurrent writers make blind appends, which Delta
+commits without conflict. The flat columns — layer, subject, suite, interval, success, how
+many critical failures and warnings, expectations evaluated, rows, seconds, run id, time,
+Data Docs page — answer SQL directly, e.g. with delta-rs and DuckDB::
+
+    results = DeltaTable(".state/lake/quality_results").to_pyarrow_dataset()
+    duckdb.sql("SELECT layer, subject, count(*) FILTER (NOT success) FROM results GROUP BY ALL")
+
+``entry`` holds the whole record as JSON (failing expectations with their rule, observed
+value and samples, plus the caller's context), which is what ``read_results`` returns. Every
+``COMPACT_EVERY`` commits, the writer compacts the table's small files (one per gate run).
 """
 
 from __future__ import annotations
@@ -12,24 +22,39 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
     from lambdalake.quality.gate import GateResult
 
+RESULTS_TABLE = "quality_results"
+COMPACT_EVERY = 100
+_TIME = pa.timestamp("us", tz="UTC")
+SCHEMA = pa.schema([
+    ("layer", pa.string()), ("subject", pa.string()), ("suite", pa.string()),
+    ("interval_start", _TIME), ("interval_end", _TIME), ("success", pa.bool_()),
+    ("critical_failures", pa.int32()), ("warnings", pa.int32()), ("evaluated", pa.int32()),
+    ("rows", pa.int64()), ("seconds", pa.float64()), ("run_id", pa.string()),
+    ("recorded_at", _TIME), ("docs", pa.string()), ("entry", pa.string()),
+])
+LEGACY_FILE = Path("quality") / "results.jsonl"
+"""Where results were kept before the table (imported once, then renamed ``.imported``)."""
 
-def results_path(settings: Settings) -> Path:
-    return settings.state_dir / "quality" / "results.jsonl"
+
+def results_path(settings: Settings) -> str:
+    return settings.table_path(RESULTS_TABLE)
 
 
-def record(result: GateResult, settings: Settings, **context: Any) -> Path:
-    """Append ``result`` (and ``context``, e.g. a run id) as one JSON line, after writing
-    its Data Docs page (``docs``: the page, relative to the docs dir). A page that cannot
-    be written is noted (``docs_error``); the verdict is recorded either way."""
+def record(result: GateResult, settings: Settings, **context: Any) -> str:
+    """Append ``result`` (and ``context``, e.g. a run id) to the history, after writing its
+    Data Docs page (``docs``: the page, relative to the docs dir). A page that cannot be
+    written is noted (``docs_error``); the verdict is recorded either way."""
+    from lambdalake.lake.bookkeeping import append_rows, compact
     from lambdalake.quality.docs import RUNS_DIR, page_name, write_page
 
-    path = results_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _import_legacy_file(settings)
     entry = {**result.to_json(), **context, "recorded_at": datetime.now(UTC).isoformat()}
     if result.validation is not None:
         try:
@@ -38,15 +63,50 @@ def record(result: GateResult, settings: Settings, **context: Any) -> Path:
             entry["docs"] = f"{RUNS_DIR}/{name}"
         except Exception as error:
             entry["docs_error"] = f"{type(error).__name__}: {error}"
-    line = json.dumps(entry, default=str, separators=(",", ":"))
-    with path.open("a", encoding="utf-8") as file:
-        file.write(line + "\n")
+    suite = getattr(result.validation, "suite_name", None)
+    path = results_path(settings)
+    version = append_rows(path, SCHEMA, [_row(entry, suite)])
+    if version % COMPACT_EVERY == 0:
+        compact(path)
     return path
 
 
 def read_results(settings: Settings) -> list[dict[str, Any]]:
     """Every recorded result, oldest first (none if nothing was recorded)."""
-    path = results_path(settings)
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    from lambdalake.lake.bookkeeping import read_rows  # delta-rs: not when a page imports this
+
+    rows = read_rows(results_path(settings), pa.schema([SCHEMA.field("recorded_at"),
+                                                        SCHEMA.field("entry")]))
+    rows.sort(key=lambda row: row["recorded_at"])
+    return [json.loads(row["entry"]) for row in rows]
+
+
+def _row(entry: dict[str, Any], suite: str | None) -> dict[str, Any]:
+    return {
+        "layer": entry["layer"], "subject": entry["subject"], "suite": suite,
+        "interval_start": datetime.fromisoformat(entry["start"]),
+        "interval_end": datetime.fromisoformat(entry["end"]), "success": entry["success"],
+        "critical_failures": len(entry["critical_failures"]),
+        "warnings": len(entry["warnings"]), "evaluated": entry["evaluated"],
+        "rows": entry["rows"], "seconds": entry["seconds"], "run_id": entry.get("run_id"),
+        "recorded_at": datetime.fromisoformat(entry["recorded_at"]),
+        "docs": entry.get("docs"),
+        "entry": json.dumps(entry, default=str, separators=(",", ":")),
+    }
+
+
+def _import_legacy_file(settings: Settings) -> None:
+    """Move the results of the JSON-lines file earlier versions wrote into the table, once."""
+    from lambdalake.lake.bookkeeping import append_rows
+
+    legacy = settings.state_dir / LEGACY_FILE
+    claimed = legacy.with_name(legacy.name + ".importing")
+    try:
+        legacy.rename(claimed)  # atomic: one writer imports, the others find nothing
+    except FileNotFoundError:
+        return
+    entries = [json.loads(line) for line in claimed.read_text(encoding="utf-8").splitlines()
+               if line]
+    if entries:
+        append_rows(results_path(settings), SCHEMA, [_row(e, None) for e in entries])
+    claimed.rename(legacy.with_name(legacy.name + ".imported"))

@@ -1,7 +1,7 @@
 """Expectation suites as code, generated from the event contracts and the view definitions.
 
 Nothing here is written per view or per event type: a new view, a new event type or a new
-constraint in a contract changes the suites by itself. Three suites exist:
+constraint in a contract changes the suites by itself. Four suites exist:
 
 ``bronze_suite`` (one slice of ``bronze_events``, rows whose event time is in [start, end)):
     the columns readers rely on exist; every field a contract requires is not null (for the
@@ -9,6 +9,14 @@ constraint in a contract changes the suites by itself. Three suites exist:
     ``event_type`` is a known type; ``occurred_at`` is in [start, end); enums (currency,
     device) hold their contract's values; numbers stay within the contract's minimum and
     maximum (amounts and quantities are non-negative).
+
+``quarantine_suite`` (rows of ``quarantine_events`` whose Kafka time is in [start, end):
+    a malformed record may have no event time, so the slice is by arrival): the columns
+    exist, the Kafka coordinates and the reason are not null, the coordinates are unique (a
+    record is quarantined once), the reason is one ingest gives (``QUARANTINE_REASONS``),
+    the Kafka time is in [start, end); and, as a warning, the *quarantine rate*: at most
+    ``quality.quarantine_max_rate`` of the records that arrived in the interval (parameter
+    ``quarantine_max_rows``, ``quarantine_max_rows(arrived, rate)``).
 
 ``view_suite`` (one slice of a batch view, rows whose ``window_start`` is in [start, end)):
     the view's columns exist; the key (``window_start`` + dimensions) is not null where the
@@ -35,8 +43,12 @@ Severity is GX's own ``severity`` field on each expectation. The rule:
   reads (its event time, dimensions and measured columns) or that the batch layer relies
   on (event id and type, Kafka coordinates).
 * **warning** (recorded, does not block): constraints on bronze columns no view reads yet
-  (``device``, ``schema_version``), a view's lineage columns, and "the slice is not empty"
-  when an empty slice is legitimate (a dead hour in bronze; a view hour with no events).
+  (``device``, ``schema_version``), a view's lineage columns, "the slice is not empty"
+  when an empty slice is legitimate (a dead hour in bronze; a view hour with no events),
+  the quarantine rate, and the *row-count anomaly* of bronze and batch slices: the rows are
+  within a factor of what recent intervals held (parameters ``row_count_min`` and
+  ``row_count_max`` from ``lambdalake.quality.baseline``; unbounded until there is a
+  history). An unusual count is worth a look, not a reason to stop the data.
 
 A dimension is checked for nulls only if every event type the view reads requires it (then
 a null is a bug); a dimension that some of those types lack is null for their events by
@@ -61,6 +73,7 @@ computes the same column from the same definition.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -71,7 +84,13 @@ from great_expectations.expectations.expectation import Expectation
 from great_expectations.expectations.metadata_types import FailureSeverity
 
 from lambdalake.contracts import ContractRegistry, FieldRule
-from lambdalake.lake.bronze import BRONZE_TABLE, bronze_columns
+from lambdalake.ingest.validation import QUARANTINE_REASONS
+from lambdalake.lake.bronze import (
+    BRONZE_TABLE,
+    QUARANTINE_COLUMNS,
+    QUARANTINE_TABLE,
+    bronze_columns,
+)
 from lambdalake.views.batch import LINEAGE_COLUMNS
 from lambdalake.views.definition import Measure, ViewDefinition, load_views
 
@@ -80,6 +99,9 @@ WARNING = FailureSeverity.WARNING
 
 INTERVAL_START = "interval_start"
 INTERVAL_END = "interval_end"
+ROW_COUNT_MIN = "row_count_min"
+ROW_COUNT_MAX = "row_count_max"
+QUARANTINE_MAX_ROWS = "quarantine_max_rows"
 
 BATCH_KEY = ("event_id", "event_type", "occurred_at")
 """What the batch layer itself reads from every bronze row (dedup, filter, window)."""
@@ -94,6 +116,7 @@ REALTIME_COLUMNS = ("batch_id", "updated_at")
 """What the speed layer stamps on each real-time row: its micro-batch and the write time."""
 
 BRONZE_SUITE = BRONZE_TABLE
+QUARANTINE_SUITE = QUARANTINE_TABLE
 DERIVED_COLUMNS = "derived_columns"
 """Suite ``meta`` key: {column: Spark SQL expression}, added to the slice by the gate."""
 DUCKDB_MACROS = (
@@ -103,9 +126,20 @@ DUCKDB_MACROS = (
 (they are written in the SQL both engines share; Spark's ``unix_timestamp`` is not DuckDB's)."""
 
 
-def interval_parameters(start: datetime, end: datetime) -> dict[str, datetime]:
-    """The suite parameters of a slice [start, end)."""
-    return {INTERVAL_START: start, INTERVAL_END: end}
+def interval_parameters(
+    start: datetime, end: datetime, row_count: tuple[int | None, int | None] = (None, None),
+    quarantine_max_rows: int | None = None,
+) -> dict[str, Any]:
+    """The suite parameters of a slice [start, end): its bounds, the rows it usually holds
+    (``lambdalake.quality.baseline``) and, for quarantine, the most rows that stay under the
+    quarantine rate (None: no bound)."""
+    return {INTERVAL_START: start, INTERVAL_END: end, ROW_COUNT_MIN: row_count[0],
+            ROW_COUNT_MAX: row_count[1], QUARANTINE_MAX_ROWS: quarantine_max_rows}
+
+
+def quarantine_max_rows(arrived: int, max_rate: float) -> int:
+    """The most quarantined records among ``arrived`` that keep the rate at ``max_rate``."""
+    return math.floor(arrived * max_rate)
 
 
 def realtime_parameters(now: datetime, view: ViewDefinition) -> dict[str, datetime]:
@@ -197,6 +231,14 @@ def _not_empty(subject: str, require_rows: bool) -> Expectation:
                    CRITICAL if require_rows else WARNING, min_value=1)
 
 
+def _usual_row_count(subject: str) -> Expectation:
+    return _expect(gx.expectations.ExpectTableRowCountToBeBetween, "row_count:usual",
+                   f"the {subject} slice holds about as many rows as recent intervals did "
+                   "(their median per hour, scaled, within a factor; recorded only)", WARNING,
+                   min_value={"$PARAMETER": ROW_COUNT_MIN},
+                   max_value={"$PARAMETER": ROW_COUNT_MAX})
+
+
 def columns_read_by_views(views: Iterable[ViewDefinition]) -> set[str]:
     """Bronze columns some view reads: event time, dimensions, measured columns."""
     columns: set[str] = set()
@@ -232,6 +274,7 @@ def bronze_suite(
     derived: dict[str, str] = {}
     add = expectations.append
     add(_not_empty("bronze", require_rows))
+    add(_usual_row_count("bronze"))
     add(_expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
                 "bronze has every column a contract requires and the provenance the batch "
                 "layer reads (Kafka coordinates and time, event date, ingest time)",
@@ -282,6 +325,34 @@ def bronze_suite(
                             f"{name} is within the contract's bounds [{lower}, {upper}]",
                             severity(name), column=name, min_value=lower, max_value=upper))
     return _suite(BRONZE_SUITE, expectations, derived)
+
+
+def quarantine_suite() -> gx.ExpectationSuite:
+    """The suite of the records quarantined in an arrival interval (see the module docstring)."""
+    coordinates_and_reason = [*KAFKA_COORDINATES, "kafka_timestamp", "quarantine_reason"]
+    return _suite(QUARANTINE_SUITE, [
+        _expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+                "quarantine keeps each record's bytes, Kafka coordinates and time, and why it "
+                "was refused", CRITICAL, column_set=list(QUARANTINE_COLUMNS), exact_match=True),
+        *(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                  "every quarantined record says where it came from and why it was refused",
+                  CRITICAL, column=column) for column in coordinates_and_reason),
+        _expect(gx.expectations.ExpectCompoundColumnsToBeUnique,
+                "unique:" + ",".join(KAFKA_COORDINATES),
+                "a Kafka record is quarantined exactly once (idempotent micro-batches)",
+                CRITICAL, column_list=list(KAFKA_COORDINATES)),
+        _expect(gx.expectations.ExpectColumnValuesToBeInSet, "in_set:quarantine_reason",
+                "the reason is one ingest gives", CRITICAL, column="quarantine_reason",
+                value_set=list(QUARANTINE_REASONS)),
+        _expect(gx.expectations.ExpectColumnValuesToBeBetween, "in_interval:kafka_timestamp",
+                "the slice holds the records that arrived in [start, end)", CRITICAL,
+                column="kafka_timestamp", min_value={"$PARAMETER": INTERVAL_START},
+                max_value={"$PARAMETER": INTERVAL_END}, strict_max=True),
+        _expect(gx.expectations.ExpectTableRowCountToBeBetween, "quarantine_rate",
+                "at most quality.quarantine_max_rate of the records that arrived in the "
+                "interval were quarantined (recorded only)", WARNING,
+                max_value={"$PARAMETER": QUARANTINE_MAX_ROWS}),
+    ])
 
 
 def _dimension_required(contracts: ContractRegistry, view: ViewDefinition, name: str) -> bool:
@@ -401,6 +472,7 @@ def view_suite(
     measures = [m.name for m in view.measures]
     expectations: list[Expectation] = [
         _not_empty(f"{view.name} view", require_rows),
+        _usual_row_count(f"{view.name} view"),
         _expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
                 "the view has its window, dimensions, measures and lineage columns", CRITICAL,
                 column_set=["window_start", "window_end", *view.dimensions, *measures,

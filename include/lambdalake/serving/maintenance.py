@@ -10,7 +10,11 @@ Run per view by the serving DAG (after every batch publish and on a short schedu
    may differ by ``serving.approx_tolerance_rsd`` times the view's relative standard
    deviation. A real-time value *below* batch is only a warning when the speed layer
    reported dropping events as too late (the batch layer includes them); a value above
-   batch, or a shortfall nothing explains, fails the gate.
+   batch, or a shortfall nothing explains, fails the gate. The same gate carries two
+   **freshness** warnings: the batch high-water mark is no further behind now than one
+   batch interval, the view's lateness and ``quality.batch_freshness_slack_seconds``; and
+   while records wait in Kafka, the speed layer's newest micro-batch for the view is no
+   older than ``speed.freshness_sla_seconds``.
 2. **Collapse.** If the gate passed: a closed window gets no more real-time writes, so its superseded rows
    (each micro-batch appends a key's whole value again) are rewritten to each key's
    newest row, in one commit replacing those partitions.
@@ -48,11 +52,13 @@ from lambdalake.streaming.progress import progress_time, read_status
 from lambdalake.views.definition import Measure, ViewDefinition
 
 if TYPE_CHECKING:
-    from lambdalake.quality.gate import GateResult
+    from lambdalake.quality.gate import ExpectationOutcome, GateResult
 
 RECONCILIATION_TABLE = "serving_reconciliation"
 _ATTEMPTS = 5
 _SAMPLES = 5
+FRESHNESS_CHECKS = 2
+"""The freshness warnings every serving gate evaluates (``stale_layers``)."""
 _SCHEMA = pa.schema([
     pa.field("view", pa.string(), nullable=False),
     pa.field("window_start", pa.timestamp("us", tz="UTC"), nullable=False),
@@ -73,6 +79,8 @@ class SpeedState:
 
     watermark: datetime | None
     late_rows_dropped: int
+    lag: int = 0                        # records of the view's input waiting in Kafka
+    newest_batch: datetime | None = None  # when the view's newest micro-batch ran
 
 
 @dataclass(frozen=True)
@@ -90,11 +98,39 @@ class MaintenanceReport:
 
 def speed_state(settings: Settings, view: ViewDefinition) -> SpeedState:
     entry = ((read_status(settings, SPEED) or {}).get("views") or {}).get(view.name) or {}
-    watermark = entry.get("watermark")
+    watermark, newest = entry.get("watermark"), entry.get("batch_timestamp")
     return SpeedState(
         datetime.fromtimestamp(progress_time(watermark), UTC) if watermark else None,
         int(entry.get("dropped_by_watermark_total") or 0),
+        int(entry.get("lag") or 0),
+        datetime.fromtimestamp(progress_time(newest), UTC) if newest else None,
     )
+
+
+def stale_layers(settings: Settings, view: ViewDefinition, high_water_mark: datetime,
+                 speed: SpeedState, now: datetime) -> list[ExpectationOutcome]:
+    """Freshness warnings: a layer further behind than the platform promises."""
+    from lambdalake.quality.gate import ExpectationOutcome
+
+    stale = []
+    allowed = (settings.batch.interval_seconds + view.lateness_seconds
+               + settings.quality.batch_freshness_slack_seconds)
+    behind = (now - high_water_mark).total_seconds()
+    if behind > allowed:
+        stale.append(ExpectationOutcome(
+            "freshness:batch", "batch_high_water_mark_is_recent", "high_water_mark", "warning",
+            f"the batch layer has published up to at most {allowed}s before now (an interval, "
+            f"the lateness, quality.batch_freshness_slack_seconds)", observed=round(behind)))
+    sla = settings.speed.freshness_sla_seconds
+    if speed.lag and speed.newest_batch is not None:
+        age = (now - speed.newest_batch).total_seconds()
+        if age > sla:
+            stale.append(ExpectationOutcome(
+                "freshness:realtime", "realtime_newest_batch_is_recent", "batch_timestamp",
+                "warning", f"while records wait ({speed.lag}), the speed layer's newest "
+                f"micro-batch is at most speed.freshness_sla_seconds ({sla}s) old",
+                observed=round(age)))
+    return stale
 
 
 def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str, Any]]:
@@ -163,7 +199,9 @@ def _number(value: Any) -> float | None:
 def gate_result(
     view: ViewDefinition, compared: list[dict[str, Any]], drifts: list[dict[str, Any]],
     late_rows_dropped: int, start: datetime, end: datetime, began: float,
+    stale: list[ExpectationOutcome],
 ) -> GateResult:
+    """The reconciliation verdict, with the freshness warnings ``stale``."""
     from lambdalake.quality.gate import ExpectationOutcome, GateResult
 
     outcomes: dict[str, list[ExpectationOutcome]] = {"critical": [], "warning": []}
@@ -183,8 +221,9 @@ def gate_result(
                 f"drift:{measure.name}", "reconcile_realtime_with_batch", measure.name, severity,
                 rule, unexpected_count=len(mine), samples=samples))
     return GateResult("serving", view.name, start, end, success=not outcomes["critical"],
-                      critical_failures=outcomes["critical"], warnings=outcomes["warning"],
-                      evaluated=len(view.measures), rows=len(compared),
+                      critical_failures=outcomes["critical"],
+                      warnings=[*outcomes["warning"], *stale],
+                      evaluated=len(view.measures) + FRESHNESS_CHECKS, rows=len(compared),
                       seconds=time.monotonic() - began)
 
 
@@ -224,27 +263,28 @@ def retire(settings: Settings, view: ViewDefinition, before: datetime) -> int:
     return 0
 
 
-def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
-             ) -> MaintenanceReport:
+def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None,
+             now: datetime | None = None) -> MaintenanceReport:
     """Reconcile, record (with the DAG run's id), collapse and retire one view's real-time
-    rows."""
+    rows (``now``: the clock freshness is judged by)."""
     from lambdalake.quality.history import record
 
     began = time.monotonic()
+    now = now or datetime.now(UTC)
     store = SnapshotStore(settings, {view.name: view})
     snapshot = store.get(view.name)
     speed = speed_state(settings, view)
     closed_before = speed.watermark or datetime.min.replace(tzinfo=UTC)
     compared = drift_rows(snapshot, closed_before)
-    checked_at = datetime.now(UTC)
     drifts = judge(view, compared, speed.late_rows_dropped,
-                   settings.serving.approx_tolerance_rsd, checked_at)
+                   settings.serving.approx_tolerance_rsd, now)
     if drifts:
         append_rows(settings.table_path(RECONCILIATION_TABLE), _SCHEMA, drifts)
     windows = sorted({row["window_start"] for row in compared})
     start = windows[0] if windows else snapshot.high_water_mark
     end = windows[-1] + timedelta(seconds=view.grain_seconds) if windows else start
-    gate = gate_result(view, compared, drifts, speed.late_rows_dropped, start, end, began)
+    gate = gate_result(view, compared, drifts, speed.late_rows_dropped, start, end, began,
+                       stale_layers(settings, view, snapshot.high_water_mark, speed, now))
     record(gate, settings, run_id=run_id, windows_compared=len(windows))
     if not gate.success:  # keep the evidence: nothing is rewritten until the layers agree
         return MaintenanceReport(view.name, gate, len(windows), 0, 0)

@@ -24,6 +24,7 @@ from lambdalake.quality.gate import (
     enforce,
     validate_bronze_frame,
     validate_bronze_slice,
+    validate_quarantine_slice,
     validate_view_frame,
     validate_view_slice,
 )
@@ -251,6 +252,27 @@ def test_an_empty_slice_fails_only_when_it_should_have_rows(
     assert not required.success and list(failures(required)) == ["not_empty"]
 
 
+def test_quarantine_is_gated_by_arrival_and_unusual_counts_are_warnings(
+    spark: SparkSession, lake: Settings
+) -> None:
+    arrival = START + timedelta(hours=3)  # when the fixture's records reached Kafka
+    quarantine = validate_quarantine_slice(spark, lake, arrival, arrival + timedelta(hours=1))
+    assert (quarantine.layer, quarantine.subject) == ("bronze", "quarantine_events")
+    assert quarantine.success and quarantine.warnings == [], quarantine.report()
+    assert 10 < quarantine.rows < 75  # ~2 % of 1,500 records, under the 5 % rate
+    strict = lake.model_copy(update={
+        "quality": lake.quality.model_copy(update={"quarantine_max_rate": 0.001})})
+    too_many = validate_quarantine_slice(spark, strict, arrival, arrival + timedelta(hours=1))
+    assert too_many.success and [w.check for w in too_many.warnings] == ["quarantine_rate"]
+    assert too_many.warnings[0].observed == quarantine.rows
+    before = validate_quarantine_slice(spark, lake, START, END)  # nothing arrived then
+    assert before.success and before.rows == 0 and before.warnings == [], before.report()
+    bronze = validate_bronze_slice(spark, lake, START, END)
+    unusual = validate_bronze_slice(spark, lake, START, END, row_count=(1, bronze.rows // 4))
+    assert unusual.success and [w.check for w in unusual.warnings] == ["row_count:usual"]
+    assert unusual.warnings[0].observed == bronze.rows
+
+
 def test_a_bronze_slice_with_foreign_or_broken_events_fails(
     spark: SparkSession, lake: Settings
 ) -> None:
@@ -362,7 +384,8 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
     assert out.count("[2026-11-20 11:00, 2026-11-20 12:00): FAILED") == 2
     assert out.count("  critical not_empty (expect_table_row_count_to_be_between): observed 0") == 2
     recorded = [(r["layer"], r["subject"], r["success"], r["run_id"]) for r in read_results(lake)]
-    assert recorded[-4:] == [("bronze", "bronze_events", True, "r-1"),
+    assert recorded[-5:] == [("bronze", "bronze_events", True, "r-1"),
+                             ("bronze", "quarantine_events", True, "r-1"),
                              ("batch", "page_traffic", False, "r-2"),
                              ("batch", "page_traffic", False, "r-3"),
                              ("batch", "funnel", False, "r-3")]
