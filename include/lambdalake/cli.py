@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -422,5 +423,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def console() -> None:
+    """The ``lambdalake`` command: ``main``, then exit without interpreter teardown.
+
+    Native thread pools of the readers (Arrow's, delta-rs's) can abort a finishing process
+    ("terminate called without an active exception", exit -6) after its output is complete;
+    a command's result must not depend on that. Output is flushed first; nothing else of
+    the command's work is pending at this point.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -119,8 +119,9 @@ def stale_layers(settings: Settings, view: ViewDefinition, high_water_mark: date
     if behind > allowed:
         stale.append(ExpectationOutcome(
             "freshness:batch", "batch_high_water_mark_is_recent", "high_water_mark", "warning",
-            f"the batch layer has published up to at most {allowed}s before now (an interval, "
-            f"the lateness, quality.batch_freshness_slack_seconds)", observed=round(behind)))
+            f"the batch high-water mark is at most {allowed} s behind now (one interval + the "
+            f"view's lateness + quality.batch_freshness_slack_seconds); observed in seconds",
+            observed=round(behind)))
     sla = settings.speed.freshness_sla_seconds
     if speed.lag and speed.newest_batch is not None:
         age = (now - speed.newest_batch).total_seconds()
