@@ -26,6 +26,16 @@ platform's throughput is >= 0.77x bare Spark's); throughput counts the interval'
 rows, duplicate copies included, per second of wall time. Each timed figure is the best
 of the rounds, the two Spark variants alternating which one runs first. The totals of
 every view are compared across the three variants (the benchmark fails if they differ).
+
+Then the quality gates of the batch DAG run over the platform's result for the same
+interval, in the same SparkSession with the gate process's settings (``GATE_SPARK_CONF``):
+bronze, quarantine (an empty table here: its gate still counts every bronze arrival of the
+interval for the rate) and each view's slice. The view gates' time is reported as a share
+of the platform's recompute time (the batch layer's compute); the goal is at most 20 %
+(issue #7). The bronze gates are reported beside it: bronze is ingest's output, whose
+compute the ingest benchmark measures. Both are timed the same way:
+after a one-hour warm-up, the best of the rounds. In the DAG each runs in a fresh Spark
+process, whose first read of bronze costs several seconds more, for either side.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import Result, Stopwatch
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bronze import BRONZE_TABLE, bronze_columns
+from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE, bronze_columns
 from lambdalake.settings import Settings
 from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path
@@ -214,6 +224,19 @@ def warm_page_cache(files: list[str]) -> None:
         with open(name, "rb") as handle:
             while handle.read(16 << 20):
                 pass
+
+
+def ensure_quarantine(spark: SparkSession, settings: Settings) -> None:
+    """An empty quarantine table in the ingest's schema (generated bronze has no rejects)."""
+    path = settings.table_path(QUARANTINE_TABLE)
+    (spark.createDataFrame([], QUARANTINE_SCHEMA).write.format("delta").mode("ignore")
+     .partitionBy("ingest_date").save(path))
+
+
+QUARANTINE_SCHEMA = (
+    "topic STRING, partition INT, offset BIGINT, kafka_timestamp TIMESTAMP, key BINARY, "
+    "raw_value BINARY, quarantine_reason STRING, quarantine_detail STRING, "
+    "ingested_at TIMESTAMP, ingest_date DATE")
 
 
 # --------------------------------------------------------------------------- variants
@@ -419,6 +442,7 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
     if not totals["platform"] == totals["bare_spark"] == totals["duckdb"]:
         raise AssertionError(f"the variants disagree (count, sums per view): {totals}")
 
+    gates = gate_seconds(spark, lake, views)
     best = {name: min(values) for name, values in timings.items()}
     rate = {name: events / seconds for name, seconds in best.items()}
     details = {
@@ -433,6 +457,16 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
     label = f"{events / 1e6:g}M bronze events, 3 views"
     bare_name = "bare PySpark, same files and SparkSession"
     return [
+        Result(name=f"quality gates of the batch layer, {label} (3 view slices)", unit="s",
+               value=gates["batch_layer_seconds"], baseline=best["platform"],
+               baseline_name="the platform's recompute of the same interval",
+               goal="ratio <= 0.2 (gate time / compute time)", details=gates),
+        Result(name=f"quality gates of bronze, {label} (events, quarantine)", unit="s",
+               value=gates["bronze_layer_seconds"], baseline=best["platform"],
+               baseline_name="the platform's recompute of the same interval",
+               goal="reference: bronze is ingest's output (its compute: the ingest benchmark)",
+               details={"seconds_by_gate": {k: v for k, v in gates["seconds_by_gate"].items()
+                                            if k in BRONZE_GATES}}),
         Result(name=f"batch recompute time, {label} (platform)", unit="s",
                value=best["platform"], baseline=best["bare_spark"], baseline_name=bare_name,
                goal="ratio <= 1.3 (platform time / bare Spark time)", details=details),
@@ -445,6 +479,56 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
                baseline_name=bare_name, goal="reference (single-node engine)",
                details={"seconds": best["duckdb"], "bare_spark_seconds": best["bare_spark"]}),
     ]
+
+
+def gate_seconds(spark: SparkSession, settings: Settings, views: list[ViewDefinition]
+                 ) -> dict[str, Any]:
+    """The gates of a batch run over [START, END), timed like the recompute: a warm-up over
+    the first hour, then the best of ``ROUNDS`` rounds. Every gate must pass."""
+    from lambdalake.quality.gate import GATE_SPARK_CONF
+
+    ensure_quarantine(spark, settings)
+    saved = {key: spark.conf.get(key, None) for key in GATE_SPARK_CONF}
+    for key, value in GATE_SPARK_CONF.items():
+        spark.conf.set(key, value)
+    try:
+        warm_up = run_gates(spark, settings, views, START, WARM_UP_END)
+        rounds = [run_gates(spark, settings, views, START, END) for _ in range(ROUNDS)]
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    best = min(rounds, key=lambda seconds: sum(seconds.values()))
+    bronze = sum(seconds for gate, seconds in best.items() if gate in BRONZE_GATES)
+    return {"batch_layer_seconds": round(sum(best.values()) - bronze, 2),
+            "bronze_layer_seconds": round(bronze, 2), "seconds_by_gate": best,
+            "seconds_all_rounds": rounds, "warm_up_seconds_1h": round(sum(warm_up.values()), 2)}
+
+
+BRONZE_GATES = (BRONZE_TABLE, QUARANTINE_TABLE)
+
+
+def run_gates(spark: SparkSession, settings: Settings, views: list[ViewDefinition],
+              start: datetime, end: datetime) -> dict[str, float]:
+    """Each gate of a batch run over [start, end), timed; every one must pass."""
+    from lambdalake.quality.gate import (
+        validate_bronze_slice,
+        validate_quarantine_slice,
+        validate_view_slice,
+    )
+
+    results = [validate_bronze_slice(spark, settings, start, end),
+               validate_quarantine_slice(spark, settings, start, end)]
+    results += [validate_view_slice(spark, settings, view, current_table_path(
+        settings, view.name), start, end) for view in views]
+    for result in results:
+        print(f"  {result.summary()}", flush=True)
+    failed = [result.report() for result in results if not result.success]
+    if failed:
+        raise AssertionError("a gate failed on the benchmark data:\n" + "\n".join(failed))
+    return {result.subject: round(result.seconds, 2) for result in results}
 
 
 def run(settings: Settings, profile: str) -> list[Result]:

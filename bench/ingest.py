@@ -4,6 +4,12 @@ Throughput: a backlog of N records is put on a fresh topic; the ingest job drain
 per-batch history gives rows / batch time. Baseline, in the same run: a bare
 confluent-kafka consumer draining the same topic (no parsing, no writes).
 
+Gate cost: after the throughput run, the gates the batch DAG runs on bronze (its events
+and its quarantine, ``gate_bronze``) validate everything ingest wrote, in one SparkSession
+with the gate process's settings: once to warm up, then timed. Their time is reported
+against ingest's compute time for the same records (at its sustained rate); the goal is at
+most 20 % (issue #7).
+
 Freshness: records are produced at a fixed rate while ingest runs; for every record,
 freshness = commit time of the Delta version that made it visible - its Kafka timestamp
 (the producer's create time). Delta's history says which files each version added, so
@@ -15,9 +21,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable
@@ -55,7 +63,7 @@ def bare_consumer_drain(settings: Settings, expected: int) -> float:
     return seen / elapsed
 
 
-def throughput(settings: Settings, records: int) -> Result:
+def throughput(settings: Settings, records: int) -> list[Result]:
     run = fresh_run(settings, "throughput")
     profile = TrafficProfile(count=records, malformed_fraction=0.01, duplicate_fraction=0.02,
                              seed=101)
@@ -70,14 +78,62 @@ def throughput(settings: Settings, records: int) -> Result:
     warm_up, sustained = batches[0], batches[1:]  # the first batch pays JIT and codegen
     rows = sum(b["input_rows"] for b in sustained)
     busy_seconds = sum(b["duration_ms"] for b in sustained) / 1000
-    return Result(
-        name="ingest throughput (Kafka -> bronze + quarantine)", unit="records/s",
-        value=rows / busy_seconds, baseline=baseline,
-        baseline_name="bare confluent-kafka consumer draining the same topic",
-        goal=">= 50,000 records/s sustained",
-        details={"records": rows, "batches": len(sustained), "busy_seconds": busy_seconds,
-                 "first_batch": warm_up, "wall_seconds_incl_startup": wall.seconds},
+    ingest_seconds = busy_seconds * manifest.produced / rows  # every record, sustained rate
+    gates = bronze_gate_seconds(run)
+    return [
+        Result(name="ingest throughput (Kafka -> bronze + quarantine)", unit="records/s",
+               value=rows / busy_seconds, baseline=baseline,
+               baseline_name="bare confluent-kafka consumer draining the same topic",
+               goal=">= 50,000 records/s sustained",
+               details={"records": rows, "batches": len(sustained),
+                        "busy_seconds": busy_seconds, "first_batch": warm_up,
+                        "wall_seconds_incl_startup": wall.seconds}),
+        Result(name=f"quality gates of bronze ({manifest.produced:,} records: events, "
+                    "quarantine)", unit="s", value=gates["seconds"],
+               baseline=round(ingest_seconds, 2),
+               baseline_name="ingest's compute time for the same records (sustained rate)",
+               goal="ratio <= 0.2 (gate time / compute time)", details=gates),
+    ]
+
+
+def bronze_gate_seconds(settings: Settings) -> dict[str, Any]:
+    """``gate_bronze``'s two gates over every hour ingest wrote (by event and Kafka time),
+    warmed up once, then timed; both must pass."""
+    from lambdalake.quality.gate import (
+        GATE_SPARK_CONF,
+        validate_bronze_slice,
+        validate_quarantine_slice,
     )
+    from lambdalake.spark import get_spark
+
+    start, end = written_hours(settings)
+    spark = get_spark("bench-gates", settings, GATE_SPARK_CONF)
+    try:
+        timed: list[dict[str, float]] = []
+        for _ in range(2):
+            results = [validate_bronze_slice(spark, settings, start, end),
+                       validate_quarantine_slice(spark, settings, start, end)]
+            for result in results:
+                print(f"  {result.summary()}", flush=True)
+                if not result.success:
+                    raise AssertionError(f"a gate failed on the benchmark data:\n{result.report()}")
+            timed.append({result.subject: round(result.seconds, 2) for result in results})
+    finally:
+        spark.stop()
+    return {"seconds": round(sum(timed[-1].values()), 2), "seconds_by_gate": timed[-1],
+            "warm_up_seconds": timed[0], "interval": [start.isoformat(), end.isoformat()],
+            "rows": results[0].rows, "quarantined": results[1].rows}
+
+
+def written_hours(settings: Settings) -> tuple[datetime, datetime]:
+    """The whole hours holding every event time and Kafka time that ingest wrote."""
+    bronze = DeltaTable(settings.table_path(BRONZE_TABLE)).to_pyarrow_table(
+        columns=["occurred_at", "kafka_timestamp"])
+    moments = [pc.min_max(bronze.column(name)) for name in bronze.column_names]
+    first = min(m["min"].as_py() for m in moments)
+    last = max(m["max"].as_py() for m in moments)
+    start = first.replace(minute=0, second=0, microsecond=0)
+    return start, last.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
 
 
 def freshness(settings: Settings, rate: int, seconds: int) -> Result:
@@ -121,7 +177,7 @@ def _visibility_delays(settings: Settings) -> list[float]:
 
 def run(settings: Settings, profile: str) -> list[Result]:
     full = profile == "full"
-    results = [throughput(settings, 2_000_000 if full else 300_000)]
+    results = throughput(settings, 2_000_000 if full else 300_000)
     for rate in ((1_000, 5_000, 20_000) if full else (5_000,)):
         results.append(freshness(settings, rate, 300 if full else 30))
     return results

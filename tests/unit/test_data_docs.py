@@ -78,7 +78,11 @@ def test_each_recorded_gate_gets_its_page_served_behind_the_login(
     entry = read_results(settings)[-1]
     page = docs_dir(settings) / entry["docs"]
     assert page.is_file()
-    assert "revenue" in page.read_text() and "-5.0" in page.read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.read_text()))
+    assert "revenue" in text and "-5.0" in text
+    assert "Data asset: batch product_sales [2026-11-20 10:00, 2026-11-20 11:00) UTC" in text
+    assert "Run Name manual__1" in text and "__none__" not in text
+    assert "data_asset_name" not in (validation.meta.get("batch_spec") or {})  # untouched
 
     def require_token(authorization: str = Header("")) -> None:
         if authorization != "Bearer good":

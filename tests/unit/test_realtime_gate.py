@@ -43,11 +43,12 @@ def test_good_rows_pass_and_each_row_is_gated_once(
     first = validate_realtime(lake, page_traffic, now=NOW)
     assert first is not None and first.success, first.report()
     assert (first.layer, first.rows, first.evaluated) == ("realtime", 4, 15)
-    assert (first.start, first.end) == (hour(0), hour(2) + timedelta(minutes=1))
+    assert (first.start, first.end) == (hour(0), hour(2) + timedelta(minutes=1, seconds=1))
     assert validate_realtime(lake, page_traffic, now=NOW) is None  # nothing new
     append_realtime(lake, 3, [(3, "/a", 1)])
     second = validate_realtime(lake, page_traffic, now=NOW)
     assert second is not None and second.success and second.rows == 1
+    assert second.interval == "[2026-11-20 03:03:00, 2026-11-20 03:03:01)"  # one write
     assert gated_until(lake) == {"page_traffic": hour(3) + timedelta(minutes=3)}
 
 
@@ -86,7 +87,7 @@ def test_the_newest_rows_are_gated_when_too_many_were_written(
     assert "page_traffic: gating the newest 2 of 5 rows written since None" in caplog.text
     assert result is not None and result.success and result.rows == 2
     assert (result.start, result.end) == (hour(0) + timedelta(minutes=3),
-                                          hour(0) + timedelta(minutes=4))
+                                          hour(0) + timedelta(minutes=4, seconds=1))
 
 
 def test_a_gate_that_did_not_run_fails_and_keeps_its_rows_for_the_next_round(

@@ -145,12 +145,23 @@ def page_name(result: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw) + ".html"
 
 
-def write_page(settings: Settings, validation: Any, name: str) -> Path:
-    """Render a GX validation result as its Data Docs page, offline; return the file."""
+def write_page(settings: Settings, validation: Any, name: str, *, asset: str, run_name: str,
+               run_time: str) -> Path:
+    """Render a GX validation result as its Data Docs page, offline; return the file.
+
+    ``asset`` (what was validated), ``run_name`` and ``run_time`` head the page: an
+    in-memory DataFrame batch has no asset name or run of its own, so GX would show "None"."""
+    import copy
+
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
-    document = ValidationResultsPageRenderer().render(validation)
+    page = copy.copy(validation)
+    page.meta = {**validation.meta,
+                 "batch_spec": {**(validation.meta.get("batch_spec") or {}),
+                                "data_asset_name": asset},
+                 "run_id": {"run_name": run_name, "run_time": run_time}}
+    document = ValidationResultsPageRenderer().render(page)
     html = offline_html(DefaultJinjaPageView().render(document), f"../{ASSETS_DIR}")
     root = docs_dir(settings)
     assets = root / ASSETS_DIR

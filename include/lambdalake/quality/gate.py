@@ -137,7 +137,11 @@ class GateResult:
 
     @property
     def interval(self) -> str:
-        return f"[{self.start:%Y-%m-%d %H:%M}, {self.end:%Y-%m-%d %H:%M})"
+        """``[2026-11-20 10:00, 2026-11-20 11:00)``; with seconds when a bound needs them
+        (a real-time gate's write times)."""
+        whole_minutes = all(t.second == t.microsecond == 0 for t in (self.start, self.end))
+        shown = "%Y-%m-%d %H:%M" if whole_minutes else "%Y-%m-%d %H:%M:%S"
+        return f"[{self.start:{shown}}, {self.end:{shown}})"
 
     def summary(self) -> str:
         """One line: ``gate bronze [..): passed, 26 expectations, 0 warnings, ...``."""

@@ -59,7 +59,10 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
     if result.validation is not None:
         try:
             name = page_name(entry)
-            write_page(settings, result.validation, name)
+            write_page(settings, result.validation, name,
+                       asset=f"{result.layer} {result.subject} {result.interval} UTC",
+                       run_name=str(context.get("run_id") or "(no run id)"),
+                       run_time=entry["recorded_at"])
             entry["docs"] = f"{RUNS_DIR}/{name}"
         except Exception as error:
             entry["docs_error"] = f"{type(error).__name__}: {error}"

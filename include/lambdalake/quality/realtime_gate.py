@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,13 +149,18 @@ def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFram
         return connection.execute(f"SELECT *{extra} FROM new_rows").df()
 
 
+def whole_seconds_around(oldest: datetime, newest: datetime) -> tuple[datetime, datetime]:
+    """The half-open interval of whole seconds holding [oldest, newest] (never empty)."""
+    return oldest.replace(microsecond=0), newest.replace(microsecond=0) + timedelta(seconds=1)
+
+
 def validate_realtime(
     settings: Settings, view: ViewDefinition, *, max_rows: int | None = None,
     now: datetime | None = None, contracts: ContractRegistry | None = None,
     sample_size: int = SAMPLE_SIZE,
 ) -> GateResult | None:
     """Gate the real-time rows of ``view`` written since the last gate; None if there are
-    none. The result's interval spans the write times of the rows gated. Moves the view's
+    none. The result's interval holds the write times of the rows gated, in whole seconds. Moves the view's
     mark past them unless validation did not run."""
     began = time.monotonic()
     now = now or datetime.now(UTC)
@@ -170,6 +175,7 @@ def validate_realtime(
 
     written_at = rows.column("updated_at")
     oldest, newest = pc.min(written_at).as_py(), pc.max(written_at).as_py()
+    start, end = whole_seconds_around(oldest, newest)
     try:
         suite = realtime_suite(view, contracts)
         frame = with_derived_columns(rows, derived_columns(suite))
@@ -177,9 +183,9 @@ def validate_realtime(
             pandas_batch_definition(), frame, suite, realtime_parameters(now, view),
             sample_size)
     except Exception as error:
-        return did_not_run(LAYER, view.name, oldest, newest, error, began)
+        return did_not_run(LAYER, view.name, start, end, error, began)
     _remember(settings, view, newest)
-    return GateResult(LAYER, view.name, oldest, newest, success=not critical,
+    return GateResult(LAYER, view.name, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
                       rows=rows.num_rows, seconds=time.monotonic() - began,
                       validation=validation)
