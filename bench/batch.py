@@ -50,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import Result, Stopwatch
+from bench.common import Result, Stopwatch, gate_seconds
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE, bronze_columns
 from lambdalake.settings import Settings
@@ -442,7 +442,7 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
     if not totals["platform"] == totals["bare_spark"] == totals["duckdb"]:
         raise AssertionError(f"the variants disagree (count, sums per view): {totals}")
 
-    gates = gate_seconds(spark, lake, views)
+    gates = time_gates(spark, lake, views)
     best = {name: min(values) for name, values in timings.items()}
     rate = {name: events / seconds for name, seconds in best.items()}
     details = {
@@ -481,8 +481,8 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
     ]
 
 
-def gate_seconds(spark: SparkSession, settings: Settings, views: list[ViewDefinition]
-                 ) -> dict[str, Any]:
+def time_gates(spark: SparkSession, settings: Settings, views: list[ViewDefinition]
+               ) -> dict[str, Any]:
     """The gates of a batch run over [START, END), timed like the recompute: a warm-up over
     the first hour, then the best of ``ROUNDS`` rounds. Every gate must pass."""
     from lambdalake.quality.gate import GATE_SPARK_CONF
@@ -523,12 +523,7 @@ def run_gates(spark: SparkSession, settings: Settings, views: list[ViewDefinitio
                validate_quarantine_slice(spark, settings, start, end)]
     results += [validate_view_slice(spark, settings, view, current_table_path(
         settings, view.name), start, end) for view in views]
-    for result in results:
-        print(f"  {result.summary()}", flush=True)
-    failed = [result.report() for result in results if not result.success]
-    if failed:
-        raise AssertionError("a gate failed on the benchmark data:\n" + "\n".join(failed))
-    return {result.subject: round(result.seconds, 2) for result in results}
+    return gate_seconds(results)
 
 
 def run(settings: Settings, profile: str) -> list[Result]:

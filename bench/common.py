@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import platform
 import shutil
 import statistics
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
@@ -19,7 +21,11 @@ from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
 
+if TYPE_CHECKING:
+    from lambdalake.quality.gate import GateResult
+
 BENCH_ENV = isolated_environment("bench", port_prefix=4)
+T = TypeVar("T")
 
 
 @dataclass
@@ -40,6 +46,24 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio}
+
+
+def in_own_process(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a fresh Python process, so a SparkSession it starts is its
+    own: the JVM's fixed settings (driver memory) stay free for a later benchmark's."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
+def gate_seconds(results: list[GateResult]) -> dict[str, float]:
+    """Seconds per gated subject; prints each verdict and stops the benchmark if a gate
+    failed (a benchmark times gates on good data only)."""
+    for result in results:
+        print(f"  {result.summary()}", flush=True)
+    failed = [result.report() for result in results if not result.success]
+    if failed:
+        raise AssertionError("a gate failed on the benchmark data:\n" + "\n".join(failed))
+    return {result.subject: round(result.seconds, 2) for result in results}
 
 
 def percentile(values: list[float], q: float) -> float:
