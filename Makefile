@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 LAMBDALAKE := $(BIN)/lambdalake
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup up down status demo report test test-unit bench lock clean
+.PHONY: setup up down status demo report test test-unit chaos bench lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -46,6 +46,9 @@ test: setup $(CHROMIUM)  ## the whole suite: unit tests, then integration tests 
 
 test-unit: $(INSTALLED)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+chaos: setup          ## only the fault-injection tests (kills, broker outage, full disk, lost nodes)
+	$(BIN)/python -m pytest tests/integration -m chaos $(PYTEST_ARGS)
 
 bench: setup          ## benchmarks, quick profile (PROFILE=full for the README figures)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)

@@ -50,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import Result, Stopwatch, gate_seconds
+from bench.common import Plot, Result, Stopwatch, gate_seconds
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE, bronze_columns
 from lambdalake.settings import Settings
@@ -473,11 +473,13 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
         Result(name=f"batch recompute throughput, {label} (platform)", unit="events/s",
                value=rate["platform"], baseline=rate["bare_spark"], baseline_name=bare_name,
                goal="ratio >= 0.77 (same goal as throughput)",
-               details={"seconds": best["platform"], "bare_spark_seconds": best["bare_spark"]}),
+               details={"seconds": best["platform"], "bare_spark_seconds": best["bare_spark"]},
+               plot=Plot("batch", "platform", events)),
         Result(name=f"batch recompute throughput, {label} (DuckDB, same Parquet files)",
                unit="events/s", value=rate["duckdb"], baseline=rate["bare_spark"],
                baseline_name=bare_name, goal="reference (single-node engine)",
-               details={"seconds": best["duckdb"], "bare_spark_seconds": best["bare_spark"]}),
+               details={"seconds": best["duckdb"], "bare_spark_seconds": best["bare_spark"]},
+               plot=Plot("batch", "DuckDB", events)),
     ]
 
 

@@ -7,12 +7,13 @@ import os
 import platform
 import shutil
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
@@ -20,12 +21,23 @@ import psutil
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.process import ManagedProcess
 
 if TYPE_CHECKING:
     from lambdalake.quality.gate import GateResult
 
 BENCH_ENV = isolated_environment("bench", port_prefix=4)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Plot:
+    """Where a result appears in the report's charts (``bench.plots.CHARTS``): which chart,
+    which line of it, at which x."""
+
+    chart: str
+    series: str
+    x: float
 
 
 @dataclass
@@ -39,6 +51,7 @@ class Result:
     baseline_name: str | None = None
     goal: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    plot: Plot | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -46,6 +59,14 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        """The inverse of ``as_dict`` (for a ``results.json`` read back)."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        if values.get("plot"):
+            values["plot"] = Plot(**values["plot"])
+        return cls(**values)
 
 
 def in_own_process(function: Callable[..., T], *args: Any) -> T:
@@ -110,6 +131,24 @@ def summary(values: list[float]) -> dict[str, float]:
             "mean": statistics.fmean(values) if values else float("nan"), "n": len(values)}
 
 
+def distribution(values: list[float]) -> list[list[float]]:
+    """[percentile, value] pairs that draw ``values``' distribution (finer in the tail)."""
+    points = [*range(0, 90, 5), *range(90, 99), 99, 99.5, 99.9, 100]
+    return [[q, percentile(values, q)] for q in points]
+
+
+def consumption(app: str, rate: int, offered: float, records: int, seconds: float) -> Result:
+    """Records a stream consumed per second while traffic arrived at ``rate`` (from the
+    first produce until it had committed the last record): below the offered rate, it
+    falls behind and freshness becomes the backlog's age."""
+    return Result(name=f"{app} consumption at {rate:,} records/s offered", unit="records/s",
+                  value=records / seconds, baseline=offered,
+                  baseline_name="offered rate (records produced per second)",
+                  goal="ratio ~1 (keeps up)",
+                  details={"records": records, "seconds": round(seconds, 2)},
+                  plot=Plot("throughput", app, rate))
+
+
 class Stopwatch:
     def __enter__(self) -> Stopwatch:
         self.started = time.perf_counter()
@@ -117,6 +156,56 @@ class Stopwatch:
 
     def __exit__(self, *_: object) -> None:
         self.seconds = time.perf_counter() - self.started
+
+
+def cpu_seconds(process: ManagedProcess) -> float:
+    """User + system CPU seconds of the process and its descendants, so far."""
+    total = 0.0
+    for member in process.members():
+        try:
+            times = member.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+class ResourceSampler:
+    """Memory and CPU of the stack's processes while a measurement runs: resident memory
+    when it starts (idle) and at its peak (sampled twice a second), and the cores each
+    used on average (CPU seconds / wall seconds)."""
+
+    def __init__(self, processes: dict[str, ManagedProcess], interval: float = 0.5) -> None:
+        self.processes = processes
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.idle_rss = {name: p.rss_bytes() for name, p in processes.items()}
+        self.peak_rss = dict(self.idle_rss)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            for name, process in self.processes.items():
+                self.peak_rss[name] = max(self.peak_rss[name], process.rss_bytes())
+
+    def __enter__(self) -> ResourceSampler:
+        self._cpu_start = {name: cpu_seconds(p) for name, p in self.processes.items()}
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        wall = time.monotonic() - self._started
+        self.cores = {name: round((cpu_seconds(p) - self._cpu_start[name]) / wall, 2)
+                      for name, p in self.processes.items()}
+
+    def figures(self) -> dict[str, dict[str, float]]:
+        mib = 2**20
+        return {name: {"idle_rss_mib": round(self.idle_rss[name] / mib),
+                       "peak_rss_mib": round(self.peak_rss[name] / mib),
+                       "cores": self.cores[name]} for name in self.processes}
 
 
 def fresh_run(settings: Settings, label: str) -> Settings:

@@ -10,6 +10,10 @@ with the gate process's settings: once to warm up, then timed. Their time is rep
 against ingest's compute time for the same records (at its sustained rate); the goal is at
 most 20 % (issue #7).
 
+Hostile input: the same drain over clean traffic and over traffic with 10 % malformed
+records (every kind the generator makes), same size and seed; valid events per second are
+compared, and every malformed record must be in quarantine with a reason.
+
 Freshness: records are produced at a fixed rate while ingest runs; for every record,
 freshness = commit time of the Delta version that made it visible - its Kafka timestamp
 (the producer's create time). Delta's history says which files each version added, so
@@ -21,8 +25,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
@@ -30,12 +34,28 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable
 
-from bench.common import Result, Stopwatch, fresh_run, gate_seconds, in_own_process, summary
-from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from bench.common import (
+    Plot,
+    Result,
+    Stopwatch,
+    consumption,
+    distribution,
+    fresh_run,
+    gate_seconds,
+    in_own_process,
+    summary,
+)
+from lambdalake.generator import (
+    MALFORMED_KINDS,
+    Manifest,
+    TrafficGenerator,
+    TrafficProfile,
+    produce_traffic,
+)
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.stream import history_path
 from lambdalake.kafka.producer import EventProducer
-from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
 
 
@@ -63,37 +83,93 @@ def bare_consumer_drain(settings: Settings, expected: int) -> float:
     return seen / elapsed
 
 
-def throughput(settings: Settings, records: int) -> list[Result]:
-    run = fresh_run(settings, "throughput")
-    profile = TrafficProfile(count=records, malformed_fraction=0.01, duplicate_fraction=0.02,
-                             seed=101)
+@dataclass(frozen=True)
+class Drain:
+    """One ingest run over a backlog: what was produced and the sustained batches' work."""
+
+    run: Settings
+    manifest: Manifest
+    rows: int  # records in the sustained batches (the first one warms up the JVM)
+    busy_seconds: float
+    batches: int
+    first_batch: dict[str, Any]
+    wall_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.busy_seconds
+
+    @property
+    def valid_rate(self) -> float:
+        """Valid events per second: records/s times the traffic's valid share."""
+        return self.rate * (1 - self.manifest.malformed / self.manifest.produced)
+
+
+def drain(settings: Settings, name: str, profile: TrafficProfile) -> Drain:
+    """Produce ``profile`` as a backlog on a fresh topic, then time ingest draining it."""
+    run = fresh_run(settings, name)
     manifest = produce_traffic(TrafficGenerator(profile),
                                EventProducer(run.kafka, run.kafka.events_topic.name))
-    baseline = bare_consumer_drain(run, manifest.produced)
     with Stopwatch() as wall:
-        _run_ingest(run, max_offsets_per_trigger=records // 6, trigger_interval="0 seconds")
+        _run_ingest(run, max_offsets_per_trigger=profile.count // 6, trigger_interval="0 seconds")
         wait_caught_up(run, timeout=1800)
     ingest_process(run).stop(timeout=120)
     batches = [json.loads(line) for line in history_path(run).read_text().splitlines()]
-    warm_up, sustained = batches[0], batches[1:]  # the first batch pays JIT and codegen
-    rows = sum(b["input_rows"] for b in sustained)
-    busy_seconds = sum(b["duration_ms"] for b in sustained) / 1000
-    ingest_seconds = busy_seconds * manifest.produced / rows  # every record, sustained rate
+    warm_up, sustained = batches[0], batches[1:]
+    return Drain(run, manifest, rows=sum(b["input_rows"] for b in sustained),
+                 busy_seconds=sum(b["duration_ms"] for b in sustained) / 1000,
+                 batches=len(sustained), first_batch=warm_up, wall_seconds=wall.seconds)
+
+
+def throughput(settings: Settings, records: int) -> list[Result]:
+    drained = drain(settings, "throughput", TrafficProfile(
+        count=records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=101))
+    run, produced = drained.run, drained.manifest.produced
+    baseline = bare_consumer_drain(run, produced)
+    ingest_seconds = drained.busy_seconds * produced / drained.rows  # every record, sustained
     gates = in_own_process(bronze_gate_seconds, run)
     return [
         Result(name="ingest throughput (Kafka -> bronze + quarantine)", unit="records/s",
-               value=rows / busy_seconds, baseline=baseline,
+               value=drained.rate, baseline=baseline,
                baseline_name="bare confluent-kafka consumer draining the same topic",
                goal=">= 50,000 records/s sustained",
-               details={"records": rows, "batches": len(sustained),
-                        "busy_seconds": busy_seconds, "first_batch": warm_up,
-                        "wall_seconds_incl_startup": wall.seconds}),
-        Result(name=f"quality gates of bronze ({manifest.produced:,} records: events, "
-                    "quarantine)", unit="s", value=gates["seconds"],
-               baseline=round(ingest_seconds, 2),
+               details={"records": drained.rows, "batches": drained.batches,
+                        "busy_seconds": drained.busy_seconds, "first_batch": drained.first_batch,
+                        "wall_seconds_incl_startup": drained.wall_seconds}),
+        Result(name=f"quality gates of bronze ({produced:,} records: events, quarantine)",
+               unit="s", value=gates["seconds"], baseline=round(ingest_seconds, 2),
                baseline_name="ingest's compute time for the same records (sustained rate)",
                goal="ratio <= 0.2 (gate time / compute time)", details=gates),
     ]
+
+
+def hostile_input(settings: Settings, records: int, malformed: float = 0.10) -> Result:
+    """Valid events/s with ``malformed`` of the traffic bad (every kind the generator makes)
+    against clean traffic of the same size and seed; every bad record must be quarantined."""
+    clean = drain(settings, "clean", TrafficProfile(
+        count=records, malformed_fraction=0.0, duplicate_fraction=0.02, seed=303))
+    hostile = drain(settings, "hostile", TrafficProfile(
+        count=records, malformed_fraction=malformed, duplicate_fraction=0.02, seed=303))
+    reasons = quarantine_reasons(hostile.run)
+    if sum(reasons.values()) != hostile.manifest.malformed or None in reasons:
+        raise AssertionError(f"{hostile.manifest.malformed} malformed records produced, "
+                             f"quarantined by reason: {reasons}")
+    return Result(
+        name=f"valid events/s through ingest with {malformed:.0%} malformed traffic",
+        unit="valid events/s", value=hostile.valid_rate, baseline=clean.valid_rate,
+        baseline_name="the same ingest on clean traffic (same size, seed, duplicates)",
+        goal="ratio >= 0.8 (within 20 % of clean traffic)",
+        details={"records": records, "malformed": hostile.manifest.malformed,
+                 "malformed_by_kind": {k: n for k, n in hostile.manifest.counts.items()
+                                       if k in MALFORMED_KINDS},
+                 "quarantined_by_reason": reasons,
+                 "records_per_second": {"hostile": hostile.rate, "clean": clean.rate}})
+
+
+def quarantine_reasons(settings: Settings) -> dict[str | None, int]:
+    reasons = DeltaTable(settings.table_path(QUARANTINE_TABLE)).to_pyarrow_table(
+        columns=["quarantine_reason"]).column(0)
+    return {row["values"]: row["counts"] for row in reasons.value_counts().to_pylist()}
 
 
 def bronze_gate_seconds(settings: Settings) -> dict[str, Any]:
@@ -132,7 +208,7 @@ def written_hours(settings: Settings) -> tuple[datetime, datetime]:
     return start, last.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
 
 
-def freshness(settings: Settings, rate: int, seconds: int) -> Result:
+def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     run = fresh_run(settings, f"freshness{rate}")
     _run_ingest(run, trigger_interval="0 seconds")
     wait_caught_up(run, timeout=300)  # the query is up before the clock starts
@@ -140,16 +216,23 @@ def freshness(settings: Settings, rate: int, seconds: int) -> Result:
     profile = TrafficProfile(count=rate * seconds, rate=rate, malformed_fraction=0.0,
                              duplicate_fraction=0.0, seed=202)
     producer = EventProducer(run.kafka, run.kafka.events_topic.name, **{"linger.ms": 5})
-    produce_traffic(TrafficGenerator(profile), producer)
-    wait_caught_up(run, timeout=600)
+    with Stopwatch() as producing:
+        manifest = produce_traffic(TrafficGenerator(profile), producer)
+    with Stopwatch() as draining:
+        wait_caught_up(run, timeout=600)
     ingest_process(run).stop(timeout=120)
     delays = _visibility_delays(run)
     stats = summary(delays)
-    return Result(
-        name=f"ingest freshness at {rate:,} records/s (produce -> visible in bronze)",
-        unit="s (p99)", value=stats["p99"], goal="p99 < 5 s at 5,000 records/s",
-        details={**stats, "rate": rate, "seconds": seconds},
-    )
+    offered = manifest.produced / producing.seconds
+    return [
+        Result(name=f"ingest freshness at {rate:,} records/s (produce -> visible in bronze)",
+               unit="s (p99)", value=stats["p99"], goal="p99 < 5 s at 5,000 records/s",
+               details={**stats, "rate": rate, "seconds": seconds,
+                        "distribution": distribution(delays)},
+               plot=Plot("freshness", "ingest -> bronze", rate)),
+        consumption("ingest", rate, offered, manifest.produced,
+                    producing.seconds + draining.seconds),
+    ]
 
 
 def _visibility_delays(settings: Settings) -> list[float]:
@@ -174,8 +257,9 @@ def _visibility_delays(settings: Settings) -> list[float]:
 def run(settings: Settings, profile: str) -> list[Result]:
     full = profile == "full"
     results = throughput(settings, 2_000_000 if full else 300_000)
+    results.append(hostile_input(settings, 1_000_000 if full else 150_000))
     for rate in ((1_000, 5_000, 20_000) if full else (5_000,)):
-        results.append(freshness(settings, rate, 300 if full else 30))
+        results += freshness(settings, rate, 300 if full else 30)
     return results
 
 

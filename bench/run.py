@@ -1,4 +1,4 @@
-"""Run the benchmarks and write results as JSON and a Markdown table.
+"""Run the benchmarks and write results as JSON, a Markdown table and PNG charts.
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
@@ -15,9 +15,11 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bench import batch, ingest, serving, speed
 from bench.common import Result, bench_environment, machine
+from bench.plots import write_plots
 
 RESULTS_DIR = Path(__file__).parent / "results"
 BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,
@@ -29,16 +31,27 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
-def markdown(results: list[Result], meta: dict) -> str:
-    lines = [f"# lambdalake benchmarks ({meta['profile']} profile, {meta['started']})", "",
-             f"Machine: {meta['machine']['cpus']} CPUs, {meta['machine']['memory_gib']} GiB; "
-             f"load at start {tuple(round(x, 2) for x in meta['machine']['load_avg_at_start'])}.",
-             "", "| benchmark | measured | baseline (same run) | ratio | goal |",
+def machine_line(meta: dict[str, Any]) -> str:
+    load = ", ".join(f"{x:.2f}" for x in meta["machine"]["load_avg_at_start"])
+    return (f"{meta['machine']['cpus']} CPUs, {meta['machine']['memory_gib']} GiB; "
+            f"load at start {load}")
+
+
+def table(results: list[Result]) -> list[str]:
+    """The results as Markdown table lines, each figure beside its baseline and ratio."""
+    lines = ["| benchmark | measured | baseline (same run) | ratio | goal |",
              "| --- | --- | --- | --- | --- |"]
     for r in results:
         baseline = f"{_number(r.baseline)} ({r.baseline_name})" if r.baseline else "-"
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
         lines.append(f"| {r.name} | {r.value:,.2f} {r.unit} | {baseline} | {ratio} | {r.goal or '-'} |")
+    return lines
+
+
+def markdown(results: list[Result], meta: dict[str, Any], charts: list[Path]) -> str:
+    lines = [f"# lambdalake benchmarks ({meta['profile']} profile, {meta['started']})", "",
+             f"Machine: {machine_line(meta)}.", "", *table(results)]
+    lines += [line for chart in charts for line in ("", f"![{chart.stem}]({chart.name})")]
     lines += ["", "Details:", "", "```json",
               json.dumps({r.name: r.details for r in results}, indent=2, default=str), "```"]
     return "\n".join(lines) + "\n"
@@ -64,7 +77,7 @@ def main() -> None:
     (out / "results.json").write_text(
         json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=2, default=str)
     )
-    report = markdown(results, meta)
+    report = markdown(results, meta, write_plots(results, out))
     (out / "report.md").write_text(report)
     print(report)
     print(f"written to {out}")

@@ -41,7 +41,7 @@ import httpx
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from bench.common import Result, Stopwatch, summary
+from bench.common import Plot, Result, Stopwatch, summary
 from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_query
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
@@ -323,7 +323,8 @@ def level(base_url: str, clients: int, seconds: float,
                unit="ms (p99)", value=measured["all_ms"]["p99"], baseline=health_ms["p99"],
                baseline_name=baseline, goal="p99 < 50 ms at 10 clients" if clients == 10 else None,
                details={"clients": clients, "seconds": seconds, **measured, "health_ms": health_ms,
-                        **shared}),
+                        **shared},
+               plot=Plot("serving", "4 typical page_traffic queries", clients)),
         Result(name=f"serving query throughput, {label}", unit="requests/s",
                value=len(queries) / query_seconds, baseline=len(health) / health_seconds,
                baseline_name=baseline,

@@ -17,12 +17,16 @@ records.
 Throughput: a backlog is put on a fresh topic and drained by the speed application; the
 rate is records / time between the end of each query's first (warm-up) batch and its last.
 Baseline: a bare consumer draining the same topic.
+
+Beside each freshness run: how many records per second the speed layer consumed against
+the offered rate, and the memory (idle, peak) and cores of each process of the stack.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import os
 import threading
 import time
 import uuid
@@ -32,13 +36,24 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Consumer
 
-from bench.common import Result, Stopwatch, fresh_run, summary
+from bench.common import (
+    Plot,
+    ResourceSampler,
+    Result,
+    Stopwatch,
+    consumption,
+    distribution,
+    fresh_run,
+    summary,
+)
 from bench.ingest import bare_consumer_drain
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.stream import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
+from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.process import ManagedProcess
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP, query_name
 from lambdalake.streaming.progress import progress_time, read_history
@@ -138,6 +153,14 @@ def _start(run: Settings) -> None:
     ServingService(run).start()
 
 
+def _stack_processes(run: Settings, bench: Settings) -> dict[str, ManagedProcess]:
+    """The processes a freshness run measures, by name. The run's streams and API live in
+    its own state dir; the broker is the benchmark's, in ``bench``'s."""
+    return {INGEST: StreamingService(run, INGEST).process, APP: StreamingService(run, APP).process,
+            "serving-api": ServingService(run).process,
+            "kafka": KafkaCluster(bench).nodes[0].process}
+
+
 def _stop(run: Settings) -> None:
     ServingService(run).stop()
     StreamingService(run, APP).stop()
@@ -163,9 +186,11 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
         time.sleep(2)
         profile = TrafficProfile(count=rate * seconds, rate=rate, malformed_fraction=0.0,
                                  duplicate_fraction=0.0, late_fraction=0.0, seed=303)
-        with Stopwatch() as producing:
-            manifest = produce_traffic(TrafficGenerator(profile), producer)
-        wait_caught_up(run, APP, timeout=1800)
+        with ResourceSampler(_stack_processes(run, settings)) as resources:
+            with Stopwatch() as producing:
+                manifest = produce_traffic(TrafficGenerator(profile), producer)
+            with Stopwatch() as draining:
+                wait_caught_up(run, APP, timeout=1800)
         time.sleep(2)  # the last commits reach the API's snapshots
         stop.set()
         listener.join()
@@ -176,20 +201,31 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     records = [r for r in _records(run, manifest.produced + sum(warm.values()))
                if r[1] >= warm[f"{topic}:{r[0]}"]]  # the measured run only
     baseline = summary(bare)
-    results = []
-    details = {"rate_asked": rate, "rate_produced": round(manifest.produced / producing.seconds),
-               "seconds": seconds, "bare_consumer": baseline}
+    offered = manifest.produced / producing.seconds
+    results = [
+        consumption("speed", rate, offered, manifest.produced,
+                    producing.seconds + draining.seconds),
+        Result(name=f"speed layer CPU at {rate:,} events/s (ingest beside it)",
+               unit=f"cores of {os.cpu_count()}", value=resources.cores[APP],
+               details=resources.figures()),
+    ]
+    details = {"rate_asked": rate, "rate_produced": round(offered), "seconds": seconds,
+               "bare_consumer": baseline}
     for view in views.values():
         readable, visible = view_freshness(run, view, records, polls)
-        for what, delays, goal in (("readable in Delta", readable, "p99 < 3 s at 5,000 events/s"),
-                                   ("visible in the query API", visible,
-                                    "p99 < 3 s at 5,000 events/s (serving issue)")):
+        for what, delays, goal, series in (
+            ("readable in Delta", readable, "p99 < 3 s at 5,000 events/s", f"speed {view.name}"),
+            ("visible in the query API", visible, "p99 < 3 s at 5,000 events/s (serving issue)",
+             f"API {view.name}"),
+        ):
             stats = summary(delays)
+            shape = {"distribution": distribution(delays)} if what.endswith("API") else {}
             results.append(Result(
                 name=f"freshness, {view.name}, at {rate:,} events/s (produce -> {what})",
                 unit="s (p99)", value=stats["p99"], baseline=baseline["p99"],
                 baseline_name="bare consumer: receive - create time, same records",
-                goal=goal, details={**stats, **details},
+                goal=goal, details={**stats, **details, **shape},
+                plot=Plot("freshness", series, rate),
             ))
     return results
 

@@ -113,7 +113,7 @@ def print_layer_freshness(settings: Settings) -> None:
     from lambdalake.serving.snapshot import SnapshotStore
     from lambdalake.speed.stream import APP as SPEED
     from lambdalake.speed.supervisor import recent_alerts
-    from lambdalake.streaming.progress import read_status
+    from lambdalake.streaming.progress import failures, read_status
     from lambdalake.views.definition import load_views
 
     ingest = read_status(settings, INGEST)
@@ -122,7 +122,10 @@ def print_layer_freshness(settings: Settings) -> None:
         rate = ingest.get("processed_rows_per_second") or 0
         print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
               f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
-    speed = (read_status(settings, SPEED) or {}).get("views", {})
+    speed_status = read_status(settings, SPEED) or {}
+    for failure in failures(ingest or {}) + failures(speed_status):
+        print(f"FAILED {failure}")
+    speed = speed_status.get("views", {})
     for view, query in speed.items():
         rate = query.get("processed_rows_per_second") or 0
         print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "

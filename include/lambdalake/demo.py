@@ -134,7 +134,8 @@ def wait_for_mark(settings: Settings, mark: datetime, timeout: float = 120.0) ->
     """The API's ``/freshness`` once every view's high-water mark reached ``mark``."""
     deadline = time.monotonic() + timeout
     while True:
-        freshness = httpx.get(f"{settings.serving.base_url}/freshness", timeout=10).json()
+        freshness = httpx.get(f"{settings.serving.base_url}/freshness", timeout=10,
+                              headers=settings.serving.auth_headers()).json()
         marks = {view: fresh["high_water_mark"] for view, fresh in freshness.items()}
         if all(value and value >= iso(mark) for value in marks.values()):
             return dict(freshness)
@@ -153,13 +154,15 @@ def example_queries(settings: Settings, plan: DemoPlan) -> list[str]:
     ]
 
 
-def show_answer(url: str) -> None:
+def show_answer(settings: Settings, url: str) -> None:
     """Print how many rows of the answer came from each layer, and its first rows."""
-    answer = httpx.get(url, timeout=10).json()
+    answer = httpx.get(url, timeout=10, headers=settings.serving.auth_headers()).json()
     rows = answer["rows"]
     sources = {source: sum(row["source"] == source for row in rows)
                for source in ("batch", "realtime")}
-    print(f"  curl '{url}'")
+    token = ' -H "Authorization: Bearer $LAMBDALAKE_SERVING__API_TOKEN"' \
+        if settings.serving.api_token else ""
+    print(f"  curl{token} '{url}'")
     print(f"    {len(rows)} rows: {sources['batch']} from batch (before "
           f"{answer['snapshot']['high_water_mark']}), {sources['realtime']} real-time")
     for row in rows[:2] + rows[-2:] if len(rows) > 4 else rows:
@@ -197,7 +200,7 @@ def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPla
           f"{settings.serving.base_url}/docs), batch before {iso(plan.batch_end)}, "
           f"real-time after:")
     for url in example_queries(settings, plan):
-        show_answer(url)
+        show_answer(settings, url)
     print("\ndata quality:")
     quality_summary(settings)
     af = settings.airflow

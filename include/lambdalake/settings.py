@@ -276,10 +276,20 @@ class ServingSettings(BaseModel):
     maintain_every_minutes: int = Field(
         10, ge=1, description="schedule of the serving DAG (it also runs on batch publishes)"
     )
+    api_token: SecretStr | None = Field(
+        None, description="bearer token the query API requires on every route but /health;"
+                          " unset: no token (local dev, loopback); production requires one"
+    )
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def auth_headers(self) -> dict[str, str]:
+        """What a client of the query API sends to be let in."""
+        if self.api_token is None:
+            return {}
+        return {"Authorization": f"Bearer {self.api_token.get_secret_value()}"}
 
 
 class PostgresSettings(BaseModel):

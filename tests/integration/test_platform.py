@@ -124,6 +124,7 @@ def test_a_triggered_run_succeeds_through_the_scheduler(platform: Platform) -> N
     }
 
 
+@pytest.mark.chaos
 def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) -> None:
     settings = platform.settings
     killed = platform.speed.process.pid()

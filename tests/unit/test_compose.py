@@ -98,7 +98,7 @@ def test_airflow_is_configured_like_the_local_stack(
 def test_no_credential_has_a_default(compose: dict[str, Any]) -> None:
     for name in compose["services"]:
         for key, value in environment(compose, name).items():
-            if re.search(r"PASSWORD|SECRET|FERNET", key) and not key.endswith("_FILE"):
+            if re.search(r"PASSWORD|SECRET|FERNET|TOKEN", key) and not key.endswith("_FILE"):
                 assert REQUIRED_VARIABLE.match(value), f"{name}.{key} must come from the environment"
             if "SQL_ALCHEMY_CONN" in key:
                 assert "${POSTGRES_PASSWORD:?" in value

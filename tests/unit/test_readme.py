@@ -1,5 +1,8 @@
 """The README never lies: its commands are the ones CI runs, its settings table is current."""
 
+import re
+
+from bench.publish import published_block, readme_figures
 from lambdalake.cli import settings_table
 from lambdalake.settings import PROJECT_ROOT
 
@@ -21,3 +24,10 @@ def test_the_settings_table_matches_the_settings_module() -> None:
     end = README.index("<!-- /settings-table -->")
     table = README[start:end].split("\n", 1)[1]
     assert table == generated, "README's settings table is stale: run `lambdalake docs`"
+
+
+def test_the_benchmark_figures_are_those_of_the_published_run() -> None:
+    assert readme_figures(README) == published_block(), (
+        "README's benchmark figures differ from docs/benchmarks: run `python -m bench.publish`")
+    for chart in re.findall(r"\]\((docs/benchmarks/[^)]+\.png)\)", readme_figures(README)):
+        assert (PROJECT_ROOT / chart).is_file(), chart

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from lambdalake.serving.api import create_app
 from lambdalake.settings import Settings
+from lambdalake.stack.secrets import MissingSecret
 from test_serving_query import append_realtime, publish_hours, write_batch
 
 
@@ -68,3 +69,37 @@ def test_views_freshness_and_openapi(client: TestClient) -> None:
     assert freshness["realtime_newest_update"] is not None
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/views", "/views/{view}", "/views/{view}/rows", "/freshness", "/health"} <= set(paths)
+
+
+@pytest.fixture
+def guarded_client(tmp_path: Path) -> Iterator[TestClient]:
+    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
+                    serving={"refresh_seconds": 0.05, "api_token": "s3cret-token"})
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    with TestClient(create_app(lake)) as client:
+        yield client
+
+
+@pytest.mark.parametrize("path", ["/views", "/views/page_traffic", "/views/page_traffic/rows",
+                                  "/freshness", "/quality/results"])
+def test_with_a_token_configured_every_data_route_needs_it(guarded_client: TestClient,
+                                                          path: str) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic czNjcmV0"}):
+        refused = guarded_client.get(path, headers=headers)
+        assert refused.status_code == 401, (headers, refused.text)
+        assert refused.headers["WWW-Authenticate"] == "Bearer"
+        assert "s3cret" not in refused.text
+    assert guarded_client.get(path, headers={"Authorization": "Bearer s3cret-token"}
+                              ).status_code == 200
+
+
+def test_health_and_the_openapi_document_stay_open(guarded_client: TestClient) -> None:
+    assert guarded_client.get("/health").status_code == 200
+    document = guarded_client.get("/openapi.json").json()
+    assert "HTTPBearer" in document["components"]["securitySchemes"]
+
+
+def test_production_refuses_to_serve_without_a_token(tmp_path: Path) -> None:
+    with pytest.raises(MissingSecret, match="LAMBDALAKE_SERVING__API_TOKEN"):
+        create_app(Settings(state_dir=tmp_path, environment="production"))

@@ -78,6 +78,23 @@ def test_the_supervisor_reports_a_stopped_and_a_stale_speed_layer(settings: Sett
     assert idle.problems == ["not running"], "an idle stream with no lag is fresh"
 
 
+def test_a_query_that_failed_is_reported_with_its_cause(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lambdalake.cli import print_layer_freshness
+
+    now = float(int(time.time()))
+    document = status(lag=0, batch_age=1, now=now)
+    document["views"]["page_traffic"].update(
+        active=False, query="speed_page_traffic", error="java.io.IOException: No space left",
+        batch_id=7, watermark=None, dropped_by_watermark_total=0, state_rows=0)
+    write_status(settings, APP, document)
+    assert "queries stopped: page_traffic (speed_page_traffic: java.io.IOException: No space " \
+           "left)" in check_health(settings, now).problems
+    print_layer_freshness(settings)
+    assert "FAILED speed_page_traffic: java.io.IOException: No space left" in capsys.readouterr().out
+
+
 def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> None:
     now = float(int(time.time()))  # whole seconds, like the stamps below
     checks = settings.speed.lag_growth_checks

@@ -68,6 +68,10 @@ class AirflowClient:
         instances = self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         return {ti["task_id"]: ti["state"] for ti in instances["task_instances"]}
 
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        """One task instance of a run: its state, try number, times and more."""
+        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+
     def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900.0) -> str:
         """Poll until the run finishes; return its final state."""
         deadline = time.monotonic() + timeout

@@ -11,6 +11,9 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 - ``GET /quality/results?layer=&subject=&failed=&limit=``: the recorded quality-gate
   verdicts, newest first (``lambdalake.quality.report.recent``).
 
+With ``serving.api_token`` set, every route but ``/health`` (and the OpenAPI document)
+needs ``Authorization: Bearer <token>``; production refuses to start without one.
+
 A background thread refreshes the snapshots every ``serving.refresh_seconds``; a request
 only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
 the previous snapshots and shows in ``/health``.
@@ -18,17 +21,19 @@ the previous snapshots and shows in ``/health``.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, SecretStr
 
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import LAYERS, recent
@@ -36,6 +41,7 @@ from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings, get_settings
+from lambdalake.stack.secrets import MissingSecret
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -55,6 +61,28 @@ BAD_QUERY: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "A filter, time range or page the view cannot take"}}
 NO_SNAPSHOT: dict[int | str, dict[str, Any]] = {
     503: {"model": Problem, "description": "No snapshot could be read yet"}}
+
+
+NO_TOKEN: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "Missing or wrong bearer token"}}
+BEARER = HTTPBearer(auto_error=False, description="serving.api_token, when configured")
+
+
+def token_guard(token: SecretStr | None) -> Callable[..., None]:
+    """A dependency that lets a request in only with ``Authorization: Bearer <token>``
+    (compared in constant time); it lets everything in when no token is configured."""
+    expected = token.get_secret_value().encode() if token else None
+
+    def check(credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)) -> None:
+        if expected is None:
+            return
+        given = credentials.credentials.encode() if credentials else b""
+        if not hmac.compare_digest(given, expected):
+            raise HTTPException(401, "this API needs 'Authorization: Bearer <token>' "
+                                     "(the serving.api_token setting)",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    return check
 
 
 def describe_view(view: ViewDefinition) -> dict[str, Any]:
@@ -103,6 +131,9 @@ class Refresher:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API over the lake ``settings`` names (the stack runs ``uvicorn --factory``)."""
     settings = settings or get_settings()
+    if settings.serving.api_token is None and settings.environment != "local":
+        raise MissingSecret("the query API needs LAMBDALAKE_SERVING__API_TOKEN outside local "
+                            f"development (LAMBDALAKE_ENVIRONMENT={settings.environment})")
     views = load_views()
     store = SnapshotStore(settings, views)
     refresher = Refresher(store, settings.serving.refresh_seconds)
@@ -115,6 +146,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="lambdalake query API", lifespan=lifespan,
                   description="Merged batch + real-time views of the lambdalake platform.")
+    guarded = APIRouter(dependencies=[Depends(token_guard(settings.serving.api_token))],
+                        responses=NO_TOKEN)
 
     def view_or_404(name: str) -> ViewDefinition:
         if name not in views:
@@ -129,15 +162,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "last_refresh": refresher.last_success,
                 "last_error": refresher.last_error}
 
-    @app.get("/views")
+    @guarded.get("/views")
     def list_views() -> list[dict[str, Any]]:
         return [describe_view(views[name]) for name in sorted(views)]
 
-    @app.get("/views/{view}", responses=NO_VIEW)
+    @guarded.get("/views/{view}", responses=NO_VIEW)
     def get_view(view: str) -> dict[str, Any]:
         return describe_view(view_or_404(view))
 
-    @app.get("/views/{view}/rows", responses={**NO_VIEW, **BAD_QUERY})
+    @guarded.get("/views/{view}/rows", responses={**NO_VIEW, **BAD_QUERY})
     async def rows(
         view: str,
         start: Annotated[str | None, Query(alias="from", description="ISO-8601, inclusive: "
@@ -164,7 +197,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"view": result.view, "rows": result.rows,
                              "next_offset": result.next_offset, "snapshot": result.snapshot})
 
-    @app.get("/freshness")
+    @guarded.get("/freshness")
     def freshness() -> dict[str, Any]:
         """Per view: where batch ends, how recent real-time is, the speed layer's state."""
         now = datetime.now(UTC)
@@ -172,7 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {name: view_freshness(store.get(name), speed.get(name, {}), now)
                 for name in sorted(views)}
 
-    @app.get("/quality/results", responses=BAD_QUERY)
+    @guarded.get("/quality/results", responses=BAD_QUERY)
     def quality_results(
         layer: Annotated[Literal[LAYERS] | None, Query(  # type: ignore[valid-type]
             description="only this layer's gates")] = None,
@@ -186,4 +219,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ``lambdalake quality --format json``)."""
         return recent(read_results(settings), layer, limit, subject=subject, failed_only=failed)
 
+    app.include_router(guarded)
     return app

@@ -213,7 +213,7 @@ def gate_result(
                 continue
             rule = ("exact: real-time equals batch once the watermark passed"
                     if measure.exact_in_speed_layer else
-                    f"sketch: relative drift within the stated error")
+                    "sketch: relative drift within the stated error")
             if severity == "warning":
                 rule += f" (shortfall explained by {late_rows_dropped} late events dropped)"
             samples = [{k: str(d[k]) for k in ("window_start", "dimensions", "batch_value",

@@ -17,7 +17,7 @@ from typing import Any
 
 from lambdalake.settings import Settings
 from lambdalake.speed.stream import APP
-from lambdalake.streaming.progress import progress_time, read_status
+from lambdalake.streaming.progress import failures, progress_time, read_status
 from lambdalake.streaming.service import StreamingService
 
 LAG_SAMPLES_FILE = "speed-lag-samples.json"
@@ -51,9 +51,15 @@ def ensure_running(settings: Settings, timeout: float = 300.0) -> str:
     pid = service.process.pid()
     if pid is not None:
         return f"speed layer running (pid {pid})"
-    left_active = (read_status(settings, APP) or {}).get("active") is True
+    left = read_status(settings, APP) or {}
+    failed = failures(left)
     pid = service.start(timeout=timeout)
-    how = "restarted after a crash, from its checkpoints" if left_active else "started"
+    if failed:
+        how = f"restarted from its checkpoints after a failure ({'; '.join(failed)})"
+    elif left.get("active") is True:
+        how = "restarted after a crash, from its checkpoints"
+    else:
+        how = "started"
     return f"speed layer {how} (pid {pid})"
 
 
@@ -87,9 +93,11 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
     elif lag and age is not None and age > speed.freshness_sla_seconds:
         problems.append(f"{lag} records waiting and no batch for {age:.0f}s "
                         f"(SLA {speed.freshness_sla_seconds}s)")
-    failed = [name for name, v in views.items() if v.get("active") is False]
-    if failed:
-        problems.append(f"queries stopped: {', '.join(sorted(failed))}")
+    stopped = [name for name, v in views.items() if v.get("active") is False]
+    if stopped:
+        causes = failures(document)
+        problems.append(f"queries stopped: {', '.join(sorted(stopped))}"
+                        + (f" ({'; '.join(causes)})" if causes else ""))
     samples = _remember_lag(settings, lag, speed.lag_growth_checks)
     if len(samples) == speed.lag_growth_checks and all(
         later > earlier for earlier, later in zip(samples, samples[1:])

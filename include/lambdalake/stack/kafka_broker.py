@@ -100,7 +100,7 @@ class KafkaNode:
             raise StackError(f"no Kafka jars in {jars}: run `make setup` first")
         return [
             "java",
-            f"-Xms128m",
+            "-Xms128m",
             f"-Xmx{self.settings.broker.heap}",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",

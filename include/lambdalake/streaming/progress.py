@@ -10,6 +10,7 @@ layer's supervisor and the benchmarks read these files; none of them needs the J
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +83,12 @@ def consumed_offsets(document: dict[str, Any]) -> dict[str, int]:
     return {p: min(d.get("end_offsets", {}).get(p, 0) for d in documents) for p in partitions}
 
 
+def failures(document: dict[str, Any]) -> list[str]:
+    """"<query>: <cause>" for each query of a status document that stopped on a failure."""
+    documents = list((document.get("views") or {}).values()) or [document]
+    return [f"{d['query']}: {d['error']}" for d in documents if d.get("error")]
+
+
 def dropped_by_watermark(progress: dict[str, Any]) -> int:
     """Rows a batch's stateful operators dropped because they were older than the watermark."""
     return sum(int(op.get("numRowsDroppedByWatermark") or 0)
@@ -97,6 +104,7 @@ class QuerySnapshot:
     run_id: str
     active: bool
     recent: list[dict[str, Any]]  # Spark's recentProgress, oldest first
+    error: str | None = None  # why a stopped query failed, in one line
 
     @classmethod
     def of(cls, query: StreamingQuery, recorded: int = -1) -> QuerySnapshot:
@@ -109,7 +117,22 @@ class QuerySnapshot:
             recent = [last]
         else:
             recent = list(query.recentProgress)
-        return cls(query.name, str(query.id), query.isActive, recent)
+        active = query.isActive
+        failure = None if active else query.exception()
+        return cls(query.name, str(query.id), active, recent,
+                   root_cause(str(failure)) if failure is not None else None)
+
+
+CAUSE_LINE = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b.*$", re.M)
+
+
+def root_cause(failure: str) -> str:
+    """The innermost cause named in a query failure (a JVM "Caused by:" chain, or the last
+    exception line of a Python traceback from ``foreachBatch``), else its first line: what
+    an operator needs to read first, such as "No space left on device"."""
+    causes = [line.removeprefix("Caused by: ").strip() for line in CAUSE_LINE.findall(failure)]
+    lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    return (causes or lines or ["unknown failure"])[-1 if causes else 0][:500]
 
 
 def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
@@ -124,6 +147,7 @@ def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
         "query": snapshot.name,
         "run_id": snapshot.run_id,
         "active": snapshot.active,
+        "error": snapshot.error,
         "written_at": time.time(),
         "batch_id": progress.get("batchId"),
         "batch_timestamp": progress.get("timestamp"),

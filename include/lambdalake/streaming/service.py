@@ -10,11 +10,20 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from lambdalake.orchestration.spark_jobs import job_path
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.stack.process import ManagedProcess, StackError
-from lambdalake.streaming.progress import consumed_offsets, read_status, status_path
+from lambdalake.streaming.progress import (
+    consumed_offsets,
+    failures,
+    read_status,
+    status_path,
+)
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 
 def app_process(settings: Settings, app: str) -> ManagedProcess:
@@ -57,22 +66,40 @@ class StreamingService:
         return self.process.stop(timeout=120, root_first=True)
 
 
-def topic_end_offsets(settings: Settings) -> dict[str, int]:
-    """The events topic's high watermark per partition, straight from Kafka."""
-    from confluent_kafka import Consumer, TopicPartition
+def topic_end_offsets(settings: Settings, settle_seconds: float = 60.0) -> dict[str, int]:
+    """The events topic's high watermark per partition, straight from Kafka.
+
+    Right after a broker restart a partition may have no leader for a few seconds; the
+    probe asks again until ``settle_seconds`` passed, then lets the error through.
+    """
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     topic = settings.kafka.events_topic.name
     consumer = Consumer({**settings.kafka.client_config(), "group.id": "lambdalake-lag-probe",
                          "enable.auto.commit": False})
+    deadline = time.monotonic() + settle_seconds
     try:
-        metadata = consumer.list_topics(topic, timeout=10)
-        ends = {}
-        for partition in metadata.topics[topic].partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            ends[f"{topic}:{partition}"] = high
-        return ends
+        while True:
+            try:
+                metadata = consumer.list_topics(topic, timeout=10)
+                return {f"{topic}:{partition}": consumer.get_watermark_offsets(
+                            TopicPartition(topic, partition), timeout=10)[1]
+                        for partition in metadata.topics[topic].partitions}
+            except KafkaException as error:
+                if not is_transient(error.args[0]) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
     finally:
         consumer.close()
+
+
+def is_transient(error: KafkaError) -> bool:
+    """An error that a cluster settling after a restart or leader election clears."""
+    from confluent_kafka import KafkaError
+
+    return error.retriable() or error.code() in {
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 
 
 def wait_caught_up(settings: Settings, app: str, timeout: float = 300.0) -> dict[str, int]:
@@ -81,10 +108,13 @@ def wait_caught_up(settings: Settings, app: str, timeout: float = 300.0) -> dict
     process = app_process(settings, app)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = consumed_offsets(read_status(settings, app) or {})
+        status = read_status(settings, app) or {}
+        done = consumed_offsets(status)
         if all(done.get(p, 0) >= end for p, end in target.items()):
             return target
         if process.pid() is None:
-            raise StackError(f"{app} is not running; see {process.log_file}:\n{process.log_tail()}")
+            errors = "; ".join(failures(status)) or "no failure recorded"
+            raise StackError(f"{app} is not running ({errors}); see {process.log_file}:\n"
+                             f"{process.log_tail()}")
         time.sleep(0.5)
     raise StackError(f"{app} did not catch up with {target} within {timeout:.0f}s")

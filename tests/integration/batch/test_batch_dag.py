@@ -1,5 +1,7 @@
-"""The batch DAG against the real stack: backfill through Airflow's CLI, and a full reprocess
-triggered like the UI's form does it, while the ingest stream writes.
+"""The batch DAG against the real stack, with ingest and the speed layer running: backfill
+through Airflow's CLI (checked against the generator's ground truth), a compute task killed
+mid-write and retried, a full reprocess triggered like the UI's form does it, and a bad
+batch stopped at its gate.
 
 The stack runs with a daily batch interval (a setting), so three days are three runs.
 """
@@ -15,12 +17,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
+import psutil
 import pytest
 from deltalake import DeltaTable
 
-from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from ground_truth import expected_view, manifest_events
+from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
@@ -57,20 +64,27 @@ def stack(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Plat
         yield platform
 
 
-def produce(settings: Settings, profile: TrafficProfile) -> None:
+def produce(settings: Settings, profile: TrafficProfile) -> Manifest:
     producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
     manifest = produce_traffic(TrafficGenerator(profile), producer)
     assert manifest.failed == 0
+    return manifest
 
 
 @pytest.fixture(scope="module")
-def client(stack: Platform) -> AirflowClient:
-    settings = stack.settings
-    produce(settings, TrafficProfile(
+def traffic(stack: Platform) -> Manifest:
+    """Three days of events with late, duplicate and malformed ones, in bronze."""
+    manifest = produce(stack.settings, TrafficProfile(
         count=12_000, seed=404, start_time=midnight(DAYS[0]) + timedelta(minutes=1),
         event_time_rate=12_000 / (3 * 86_400 - 600), late_fraction=0.05,
         duplicate_fraction=0.03, malformed_fraction=0.01, users=300, pages=10, products=20))
-    wait_caught_up(settings)
+    wait_caught_up(stack.settings)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def client(stack: Platform, traffic: Manifest) -> AirflowClient:
+    settings = stack.settings
     client = AirflowClient(settings.airflow.base_url, settings.airflow.admin_user,
                            stack.airflow.admin_password)
     client.wait_for_dag(DAG_ID)
@@ -93,9 +107,9 @@ def backfill(client: AirflowClient, *extra: str) -> list[dict]:
     return sorted(runs, key=lambda r: r["data_interval_start"])
 
 
-def view_rows(settings: Settings) -> dict[str, list[tuple]]:
-    """Every view's rows for DAYS (lineage aside), read without Spark, in a stable order."""
-    first, last = midnight(DAYS[0]), midnight(DAYS[-1] + timedelta(days=1))
+def view_rows(settings: Settings, days: list[date] = DAYS) -> dict[str, list[tuple]]:
+    """Every view's rows for ``days`` (lineage aside), read without Spark, in a stable order."""
+    first, last = midnight(days[0]), midnight(days[-1] + timedelta(days=1))
     contents = {}
     for name in load_views():
         table = DeltaTable(current_table_path(settings, name)).to_pyarrow_table().to_pylist()
@@ -106,25 +120,37 @@ def view_rows(settings: Settings) -> dict[str, list[tuple]]:
     return contents
 
 
-def bronze_page_views(settings: Settings) -> int:
-    """Distinct page-view events of DAYS in bronze: what page_traffic must add up to."""
-    rows = DeltaTable(settings.table_path(BRONZE_TABLE)).to_pyarrow_table(
-        columns=["event_id", "event_type", "occurred_at"]).to_pylist()
+def differences_from_the_truth(settings: Settings, manifest: Manifest) -> dict[str, int]:
+    """Per view, how many keys of DAYS differ from the views computed with pandas from the
+    generator's manifest (missing, extra, or another value of any measure)."""
+    events = manifest_events(manifest)
     first, last = midnight(DAYS[0]), midnight(DAYS[-1] + timedelta(days=1))
-    return len({r["event_id"] for r in rows if r["event_type"] == "page_view"
-                and first <= r["occurred_at"].replace(tzinfo=UTC) < last})
+    differences = {}
+    for name, view in load_views().items():
+        def keyed(rows: list[dict[str, Any]]) -> dict[tuple, tuple]:
+            return {(pd.Timestamp(r["window_start"]).tz_localize(None).to_pydatetime(),
+                     *(str(r[d]) for d in view.dimensions)):
+                    tuple(Decimal(str(r[m.name])) for m in view.measures) for r in rows}
+
+        truth = keyed(expected_view(events, view, first, last).to_dict("records"))
+        table = DeltaTable(current_table_path(settings, name)).to_pyarrow_table().to_pylist()
+        written = keyed([r for r in table
+                         if first <= r["window_start"].replace(tzinfo=UTC) < last])
+        differences[name] = len(set(truth.items()) ^ set(written.items()))
+    return differences
 
 
 def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
-    stack: Platform, client: AirflowClient
+    stack: Platform, client: AirflowClient, traffic: Manifest
 ) -> None:
+    """Two runs at a time, while ingest and the speed layer run: no write conflict fails a
+    task, and every view equals the ground truth; backfilling again changes no row."""
     settings = stack.settings
     runs = backfill(client)
     assert [r["state"] for r in runs] == ["success"] * 3, runs
     first = view_rows(settings)
     assert all(first.values()), {name: len(rows) for name, rows in first.items()}
-    page_views = sum(int(dict(row)["views"]) for row in first["page_traffic"])
-    assert page_views == bronze_page_views(settings)  # every event once, duplicates dropped
+    assert differences_from_the_truth(settings, traffic) == dict.fromkeys(load_views(), 0)
     for name in load_views():
         assert [(s.date(), e - s) for s, e in published_intervals(settings, name)
                 if s.date() in DAYS] == [(day, timedelta(days=1)) for day in DAYS]
@@ -133,6 +159,68 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
     assert [r["state"] for r in again] == ["success"] * 3, again
     assert [r["dag_run_id"] for r in again] == [r["dag_run_id"] for r in runs]  # the same runs, re-run
     assert view_rows(settings) == first  # row for row
+
+
+def spark_driver(job: str, run_id: str, timeout: float = 600) -> psutil.Process:
+    """The process a task of ``run_id`` started for ``spark_jobs/<job>.py``, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info["cmdline"] or []
+            if run_id in cmdline and any(a.endswith(f"spark_jobs/{job}.py") for a in cmdline):
+                return process
+        time.sleep(0.2)
+    raise AssertionError(f"no {job} driver for {run_id} within {timeout:.0f}s")
+
+
+def table_versions(settings: Settings) -> dict[str, int]:
+    return {name: DeltaTable(current_table_path(settings, name)).version()
+            for name in load_views()}
+
+
+def slices_replaced(settings: Settings, day: date, since: dict[str, int]) -> list[str]:
+    """The views with a commit after version ``since`` that replaced ``day``'s slice (the
+    scheduled run of another day may commit to the same tables meanwhile)."""
+    replaced, start = [], f"window_start >= '{day} 00:00:00'"
+    for name in load_views():
+        table = DeltaTable(current_table_path(settings, name))
+        new_commits = table.version() - since[name]
+        if new_commits > 0 and any(
+            start in commit.get("operationParameters", {}).get("predicate", "")
+            for commit in table.history(new_commits)
+        ):
+            replaced.append(name)
+    return replaced
+
+
+@pytest.mark.chaos
+def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
+    stack: Platform, client: AirflowClient
+) -> None:
+    """SIGKILL compute's Spark driver (and its JVM) once it replaced one view's slice and
+    before the others: Airflow retries the task, and every slice ends as the backfill above
+    left it, row for row: nothing missing, nothing twice."""
+    settings = stack.settings
+    day = DAYS[2]
+    reference = view_rows(settings, [day])
+    assert all(reference.values()), "the backfill test above publishes the day first"
+    before = table_versions(settings)
+    run_id = client.trigger(DAG_ID, {"start": f"{day}T00:00:00Z",
+                                     "end": f"{day + timedelta(days=1)}T00:00:00Z"})
+    driver = spark_driver("batch_views", run_id)
+    deadline = time.monotonic() + 600
+    while not slices_replaced(settings, day, before):
+        assert time.monotonic() < deadline, "compute replaced no slice within 600 s"
+        time.sleep(0.05)
+    for process in [*driver.children(recursive=True), driver]:
+        process.kill()
+    replaced = slices_replaced(settings, day, before)
+    assert len(replaced) < len(before), f"not mid-write: {replaced} all replaced"
+
+    assert client.wait_for_run(DAG_ID, run_id, timeout=1200) == "success"
+    assert client.task_instance(DAG_ID, run_id, "compute")["try_number"] == 2
+    assert view_rows(settings, [day]) == reference
+    print(f"compute of {run_id} killed after replacing {replaced}; the retry restored {day}")
 
 
 def snapshot_totals(path: str) -> set[int]:

@@ -151,6 +151,7 @@ def both_layers(spark: SparkSession, run: SpeedRun, view: ViewDefinition
     return batch, rows(current_rows(spark, run.settings, view))
 
 
+@pytest.mark.chaos
 def test_the_supervisor_restarted_the_speed_layer_after_each_kill(speed_run: SpeedRun) -> None:
     said = speed_run.supervisor_said
     assert said[0].startswith("speed layer started"), said
@@ -160,6 +161,7 @@ def test_the_supervisor_restarted_the_speed_layer_after_each_kill(speed_run: Spe
 
 
 @pytest.mark.parametrize("view_name", ["page_traffic", "product_sales", "funnel"])
+@pytest.mark.chaos
 def test_closed_intervals_converge_to_the_batch_layer(
     spark: SparkSession, speed_run: SpeedRun, view_name: str
 ) -> None:

@@ -1,0 +1,81 @@
+"""Publish one benchmark run as the README's figures.
+
+    python -m bench.publish bench/results/2026-11-23T171110+0000
+
+The run's ``results.json``, ``report.md`` and charts replace ``docs/benchmarks/``, and the
+README's block between the ``bench-report`` markers is rewritten from that JSON; a unit
+test keeps the two equal, so the README quotes exactly what a run measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bench.common import Result
+from bench.run import machine_line, table
+from lambdalake.settings import PROJECT_ROOT
+
+PUBLISHED = PROJECT_ROOT / "docs" / "benchmarks"
+README = PROJECT_ROOT / "README.md"
+START, END = "<!-- bench-report -->", "<!-- /bench-report -->"
+RUN_FILES = ("results.json", "report.md", "*.png")
+
+
+def readme_block(document: dict[str, Any], charts: list[str]) -> str:
+    """The README's text for a published run: how it was made, its table, its charts."""
+    meta = document["meta"]
+    command = f"python -m bench.run --profile {meta['profile']}"
+    if len(meta["benchmarks"]) == 1:
+        command += f" --only {meta['benchmarks'][0]}"
+    lines = [f"`{command}`, {meta['started']}, {meta['seconds'] / 60:.0f} min; "
+             f"{machine_line(meta)}. Each figure beside its bare baseline from the same run; "
+             "the whole report with every detail: "
+             "[docs/benchmarks/report.md](docs/benchmarks/report.md).", "",
+             *table([Result.from_dict(r) for r in document["results"]])]
+    lines += [line for chart in charts
+              for line in ("", f"![{Path(chart).stem}](docs/benchmarks/{chart})")]
+    return "\n".join(lines)
+
+
+def published_block() -> str:
+    """The block for what ``docs/benchmarks/`` holds now."""
+    document = json.loads((PUBLISHED / "results.json").read_text())
+    return readme_block(document, sorted(p.name for p in PUBLISHED.glob("*.png")))
+
+
+def replace_block(text: str, block: str) -> str:
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+def readme_figures(text: str) -> str:
+    """What the README quotes between the markers."""
+    return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
+
+
+def publish(run: Path) -> None:
+    if not (run / "results.json").is_file():
+        raise SystemExit(f"{run} holds no results.json: give a bench/results/<time>/ folder")
+    shutil.rmtree(PUBLISHED, ignore_errors=True)
+    PUBLISHED.mkdir(parents=True)
+    for pattern in RUN_FILES:
+        for file in run.glob(pattern):
+            shutil.copy2(file, PUBLISHED / file.name)
+    README.write_text(replace_block(README.read_text(), published_block()))
+    print(f"published {run} to {PUBLISHED} and the README")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="a bench/results/<time>/ folder")
+    publish(parser.parse_args().run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Crash and restart the Kafka broker while traffic flows into ingest and the speed layer:
+the producer retries idempotently, both consumers resume on their own, every record lands in
+bronze exactly once and every valid page view counts once in the real-time view."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ground_truth import manifest_events
+from lambdalake.generator import TrafficProfile
+from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
+from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.settings import Settings
+from lambdalake.speed.realtime import current_rows
+from lambdalake.speed.stream import APP as SPEED_APP
+from lambdalake.speed.stream import query_name
+from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.streaming import service
+from lambdalake.views.definition import load_views
+from streaming_chaos import assert_each_record_once, committed, produce_in_background
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EVENTS = 60_000
+OUTAGE_SECONDS = 10
+
+
+@pytest.fixture
+def speed_layer(ingest_settings: Settings) -> Iterator[service.StreamingService]:
+    """The speed application on the test's topic and lake, running; stopped afterwards."""
+    speed = service.StreamingService(ingest_settings, SPEED_APP)
+    speed.start()
+    yield speed
+    speed.stop()
+
+
+@pytest.mark.chaos
+def test_a_broker_crash_and_restart_during_load_loses_and_duplicates_nothing(
+    ingest_settings: Settings, speed_layer: service.StreamingService, kafka: KafkaCluster,
+    spark: SparkSession,
+) -> None:
+    settings, speed = ingest_settings, speed_layer
+    profile = TrafficProfile(count=EVENTS, rate=2_000, malformed_fraction=0.02,
+                             duplicate_fraction=0.02, max_lateness_minutes=3, seed=31)
+    start_ingest_process(settings)
+    producer, manifests = produce_in_background(settings, profile)
+    checkpoints = [Path(settings.checkpoint_path(name))
+                   for name in (QUERY_NAME, *map(query_name, load_views()))]
+    deadline = time.monotonic() + 180
+    while min(committed(checkpoints).values()) < 1:  # both consume the live traffic
+        assert time.monotonic() < deadline, "a query committed no batch within 180 s"
+        time.sleep(0.2)
+
+    for node in kafka.nodes:
+        node.process.kill()  # a crash, not a clean shutdown: the log is recovered on start
+    assert kafka.live_brokers() == 0
+    time.sleep(OUTAGE_SECONDS)
+    kafka.start()
+
+    producer.join(timeout=300)
+    (manifest,) = manifests
+    assert manifest.failed == 0 and manifest.acknowledged == manifest.produced == EVENTS
+    for process in (ingest_process(settings), speed.process):
+        assert process.pid() is not None, (
+            f"{process.name} did not survive the outage:\n{process.log_tail(40)}")
+    wait_caught_up(settings, timeout=300)
+    service.wait_caught_up(settings, SPEED_APP, timeout=600)
+
+    assert_each_record_once(spark, settings, EVENTS, valid=manifest.counts["valid"]
+                            + manifest.counts["duplicate"], malformed=manifest.malformed)
+    page_views = current_rows(spark, settings, load_views()["page_traffic"]).agg(
+        {"views": "sum"}).first()[0]
+    events = manifest_events(manifest)
+    assert page_views == (events["event_type"] == "page_view").sum()

@@ -1,0 +1,75 @@
+"""The benchmark report's charts and resource figures, on small made-up results."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.common import Plot, ResourceSampler, Result, distribution
+from bench.plots import DISTRIBUTION_FILE, write_plots
+from bench.run import markdown
+from lambdalake.stack.process import ManagedProcess
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def freshness(series: str, rate: int, p99: float) -> Result:
+    delays = [p99 * n / 100 for n in range(1, 101)]
+    return Result(name=f"freshness {series} {rate}", unit="s (p99)", value=p99, baseline=0.5,
+                  details={"distribution": distribution(delays)},
+                  plot=Plot("freshness", series, rate))
+
+
+def test_each_tagged_chart_and_the_distributions_are_drawn_and_linked(tmp_path: Path) -> None:
+    results = [
+        freshness("speed page_traffic", 1_000, 4.0), freshness("speed page_traffic", 5_000, 40.0),
+        Result(name="latency 1", unit="ms", value=6.0, baseline=2.0,
+               plot=Plot("serving", "queries", 1)),
+        Result(name="latency 10", unit="ms", value=45.0, baseline=24.0,
+               plot=Plot("serving", "queries", 10)),
+        Result(name="untagged", unit="records/s", value=7_900.0, baseline=230_000.0),
+    ]
+    charts = write_plots(results, tmp_path)
+
+    assert sorted(c.name for c in charts) == sorted(
+        ["freshness.png", "serving.png", DISTRIBUTION_FILE])
+    for chart in charts:
+        assert chart.read_bytes().startswith(PNG_SIGNATURE)
+        assert chart.stat().st_size > 10_000, f"{chart.name} looks empty"
+    report = markdown(results, {"profile": "quick", "started": "now", "machine": {
+        "cpus": 2, "memory_gib": 24, "load_avg_at_start": (0.5, 0.5, 0.5)}}, charts)
+    assert "![serving](serving.png)" in report and "| untagged | 7,900.00 records/s" in report
+
+
+def test_the_distribution_is_finer_in_the_tail() -> None:
+    values = [float(n) for n in range(1, 1001)]
+    points = dict((q, v) for q, v in distribution(values))
+    assert points[0] == 1.0 and points[100] == 1000.0
+    assert points[50] == 501.0 and points[99] == 990.0 and points[99.9] == 999.0
+    assert [q for q in points if q > 90] == [91, 92, 93, 94, 95, 96, 97, 98, 99, 99.5, 99.9, 100]
+
+
+def test_the_sampler_sees_a_busy_process_use_a_core_and_memory(tmp_path: Path) -> None:
+    busy = ManagedProcess("busy", tmp_path / "run")
+    busy.start([sys.executable, "-c", "import time\nend = time.time() + 30\n"
+                "while time.time() < end: pass"])
+    idle = ManagedProcess("idle", tmp_path / "run")
+    idle.start([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with ResourceSampler({"busy": busy, "idle": idle}, interval=0.1) as sampler:
+            time.sleep(1.5)
+        figures = sampler.figures()
+    finally:
+        busy.kill()
+        idle.kill()
+    # the machine is shared: the busy loop gets at least a fair slice, the sleeper nothing
+    assert figures["busy"]["cores"] > 0.2, figures
+    assert figures["idle"]["cores"] < 0.05, figures
+    assert figures["busy"]["peak_rss_mib"] >= figures["busy"]["idle_rss_mib"] > 0
+
+
+def test_a_result_read_back_from_json_is_the_same_result() -> None:
+    result = freshness("speed page_traffic", 5_000, 40.0)
+    assert Result.from_dict(json.loads(json.dumps(result.as_dict()))) == result
