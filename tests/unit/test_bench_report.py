@@ -51,12 +51,23 @@ def test_the_distribution_is_finer_in_the_tail() -> None:
     assert [q for q in points if q > 90] == [91, 92, 93, 94, 95, 96, 97, 98, 99, 99.5, 99.9, 100]
 
 
+def started_python(tmp_path: Path, name: str, body: str) -> ManagedProcess:
+    """A Python child running ``body``, returned once its interpreter is up (as the stack's
+    processes are when a benchmark samples them), not while it is still being exec'd."""
+    ready = tmp_path / f"{name}.ready"
+    process = ManagedProcess(name, tmp_path / "run")
+    process.start([sys.executable, "-c",
+                   f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\n{body}"])
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline, f"{name} did not start within 30 s"
+        time.sleep(0.05)
+    return process
+
+
 def test_the_sampler_sees_a_busy_process_use_a_core_and_memory(tmp_path: Path) -> None:
-    busy = ManagedProcess("busy", tmp_path / "run")
-    busy.start([sys.executable, "-c", "import time\nend = time.time() + 30\n"
-                "while time.time() < end: pass"])
-    idle = ManagedProcess("idle", tmp_path / "run")
-    idle.start([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = started_python(tmp_path, "busy", "end = time.time() + 30\nwhile time.time() < end: pass")
+    idle = started_python(tmp_path, "idle", "time.sleep(30)")
     try:
         with ResourceSampler({"busy": busy, "idle": idle}, interval=0.1) as sampler:
             time.sleep(1.5)
