@@ -66,13 +66,13 @@ def _line_chart(chart: Chart, results: list[Result], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(8, 5))
-    series: dict[str, list[Result]] = defaultdict(list)
+    series: dict[str, list[tuple[float, Result]]] = defaultdict(list)
     for result in results:
         assert result.plot is not None
-        series[result.plot.series].append(result)
-    for label, members in sorted(series.items()):
-        members.sort(key=lambda r: r.plot.x if r.plot else 0)
-        xs = [r.plot.x for r in members if r.plot]
+        series[result.plot.series].append((result.plot.x, result))
+    for label, points in sorted(series.items()):
+        points.sort(key=lambda point: point[0])
+        xs, members = [x for x, _ in points], [r for _, r in points]
         (line,) = axes.plot(xs, [r.value for r in members], marker="o", label=label)
         if all(r.baseline for r in members):
             axes.plot(xs, [r.baseline for r in members], linestyle="--", marker=".",
