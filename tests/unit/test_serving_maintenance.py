@@ -101,7 +101,7 @@ def test_a_layer_behind_its_promise_is_a_freshness_warning(lake: Settings) -> No
 
 
 def test_a_sketch_may_miss_a_small_count_by_one_collision_but_not_by_two() -> None:
-    view = load_views()["page_traffic"]  # unique_* are HLL++ in the speed layer, rsd 0.02
+    view = load_views()["page_traffic"]  # unique_* are sketches in the speed layer, rsd 0.02
     row = {"window_start": hour(0), "dimensions": '{"page":"/a"}', "b_views": 7, "r_views": 7,
            "b_unique_users": 7, "r_unique_users": 6, "b_unique_sessions": 7,
            "r_unique_sessions": 5}

@@ -57,6 +57,17 @@ def test_a_distinct_count_estimate_may_be_off_by_4_rsd_rounded_up(exact: int, al
     assert load_views()["funnel"].distinct_tolerance(exact, 4) == allowed
 
 
+@pytest.mark.parametrize(("rsd", "lg_k"), [(0.02, 12), (0.0163, 12), (0.016, 13), (0.05, 9),
+                                           (0.3, 4), (0.001, 21)])
+def test_the_sketch_is_the_smallest_whose_standard_error_is_within_the_stated_rsd(
+    rsd: float, lg_k: int
+) -> None:
+    view = load_views()["funnel"].model_copy(update={"approx_distinct_rsd": rsd})
+    assert view.sketch_lg_k == lg_k
+    assert 1.04 / 2 ** (lg_k / 2) <= rsd  # merged DataSketches HLL: RSE = 1.04 / sqrt(2^k)
+    assert lg_k == 4 or 1.04 / 2 ** ((lg_k - 1) / 2) > rsd
+
+
 def test_adding_a_view_is_adding_a_file(tmp_path: Path) -> None:
     write_view(tmp_path, name="device_sales", dimensions=["device"])
     assert "device_sales" in load_views(tmp_path)

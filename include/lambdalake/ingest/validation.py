@@ -136,9 +136,12 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
 
     fields = contracts.all_fields()
     types = contracts.event_types
-    staged = records.withColumn(
-        "_v", F.expr("CASE WHEN is_valid_utf8(value) THEN try_parse_json(CAST(value AS STRING)) END")
-    )
+    # an oversized record is quarantined as such whatever it holds, so it is never parsed:
+    # parsing 100 KiB records made classifying 10 % malformed traffic 19 % slower than clean
+    staged = records.withColumn("_v", F.expr(
+        f"CASE WHEN octet_length(value) <= {policy.max_record_bytes} AND is_valid_utf8(value) "
+        "THEN try_parse_json(CAST(value AS STRING)) END"
+    ))
     staged = staged.withColumns({
         "_t_event": F.expr("schema_of_variant(_v)"),
         **{f"_t_{n}": F.expr(f"schema_of_variant(variant_get(_v, '$.{n}'))") for n in fields},

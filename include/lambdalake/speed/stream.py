@@ -4,7 +4,7 @@ Each query reads the events topic, classifies records exactly as ingest does (so
 the same valid events the batch layer will, and a malformed record can never fail it),
 keeps the view's event types, puts a watermark on event time equal to the view's lateness
 allowance, drops duplicate ``event_id``s within that watermark, and aggregates with the
-view's one definition (``aggregate(exact=False)``: distinct counts become HyperLogLog++
+view's one definition (``aggregate(exact=False)``: distinct counts become HyperLogLog
 sketches).
 
 The deduplication operator is also what drops events older than the watermark, one row per

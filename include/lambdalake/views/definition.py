@@ -63,7 +63,7 @@ class Measure(BaseModel):
 
     @property
     def exact_in_speed_layer(self) -> bool:
-        """Distinct counts are approximate (HyperLogLog++) in the speed layer."""
+        """Distinct counts are approximate (HyperLogLog sketches) in the speed layer."""
         return self.kind != "distinct_count"
 
 
@@ -79,7 +79,8 @@ class ViewDefinition(BaseModel):
     dimensions: list[str]
     measures: list[Measure] = Field(min_length=1)
     approx_distinct_rsd: float = Field(
-        0.02, gt=0, lt=0.4, description="speed layer: relative standard deviation of HLL++"
+        0.02, ge=0.001, lt=0.4,
+        description="speed layer: bound on the relative standard error of distinct counts",
     )
 
     @field_validator("grain", "lateness")
@@ -101,12 +102,18 @@ class ViewDefinition(BaseModel):
         """What identifies a row: the window and the dimensions."""
         return ["window_start", *self.dimensions]
 
+    @property
+    def sketch_lg_k(self) -> int:
+        """log2 of the HLL sketch's buckets (``hll_sketch_agg``'s ``lgConfigK``): the fewest
+        whose relative standard error, 1.04 / sqrt(buckets) for merged sketches, is within
+        ``approx_distinct_rsd`` (0.02: 2^12 buckets, 1.6 %)."""
+        return max(4, math.ceil(2 * math.log2(1.04 / self.approx_distinct_rsd)))
+
     def distinct_tolerance(self, exact: float, rsds: float) -> int:
         """How far the speed layer's estimate of a distinct count whose exact value is
         ``exact`` may be from it: ``rsds`` relative standard deviations, rounded up to a
-        whole count. An estimate is a whole number, and at small counts HLL++ is linear
-        counting, whose error is a whole hash collision (two of 7 sessions in one of 4,096
-        registers: about 1 chance in 200 per count), not a fraction of the count."""
+        whole count. An estimate is a whole number, and a small count's error is a whole
+        hash collision, not a fraction of the count."""
         return math.ceil(rsds * self.approx_distinct_rsd * abs(exact))
 
     def check_against(self, contracts: ContractRegistry) -> None:

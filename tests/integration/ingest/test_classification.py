@@ -39,6 +39,12 @@ def test_every_generated_record_gets_the_reason_its_kind_intends(
     assert mismatches == []
 
 
+def padded(event: dict[str, object], size: int) -> dict[str, object]:
+    """``event`` with an extra field that makes its encoding exactly ``size`` bytes."""
+    unpadded = len(encode_event({**event, "padding": ""}))
+    return {**event, "padding": "x" * (size - unpadded)}
+
+
 def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings) -> None:
     base = {"event_id": "e", "event_type": "purchase", "user_id": "u", "session_id": "s",
             "occurred_at": "2026-11-22T11:59:00.000Z", "schema_version": 1, "country": "DE",
@@ -63,6 +69,9 @@ def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings)
         "amount a hair above a cent": ({**base, "amount": Decimal("0.010000000001")},
                                        "constraint_violation"),
         "a field of another event type is extra here": ({**base, "page": 42}, None),
+        "exactly the size limit": (padded(base, settings.ingest.max_record_bytes), None),
+        "a byte over the size limit": (padded(base, settings.ingest.max_record_bytes + 1),
+                                       "oversized"),
     }
     values = [json.dumps(event).encode() if not isinstance(event, dict) else encode_event(event)
               for event, _ in cases.values()]

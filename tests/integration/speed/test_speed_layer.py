@@ -177,7 +177,7 @@ def test_closed_intervals_converge_to_the_batch_layer(
         if measure.exact_in_speed_layer:
             wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs) if b != r]
             assert not wrong, f"{measure.name}: {len(wrong)} of {len(pairs)} differ: {wrong[:5]}"
-        else:  # HyperLogLog++: relative standard deviation view.approx_distinct_rsd
+        else:  # a HyperLogLog sketch: relative standard error within view.approx_distinct_rsd
             outside = [(b, r) for b, r in pairs if abs(r - b) > view.distinct_tolerance(b, 4)]
             assert not outside, f"{measure.name}: beyond 4 rsd (exact, estimate): {outside[:5]}"
             errors = [abs(r - b) / b for b, r in pairs if b]
