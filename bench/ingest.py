@@ -40,6 +40,7 @@ from bench.common import (
     Stopwatch,
     consumption,
     distribution,
+    drain_timeout,
     fresh_run,
     gate_seconds,
     in_own_process,
@@ -112,7 +113,7 @@ def drain(settings: Settings, name: str, profile: TrafficProfile) -> Drain:
                                EventProducer(run.kafka, run.kafka.events_topic.name))
     with Stopwatch() as wall:
         _run_ingest(run, max_offsets_per_trigger=profile.count // 6, trigger_interval="0 seconds")
-        wait_caught_up(run, timeout=1800)
+        wait_caught_up(run, timeout=drain_timeout(manifest.produced))
     ingest_process(run).stop(timeout=120)
     batches = [json.loads(line) for line in history_path(run).read_text().splitlines()]
     warm_up, sustained = batches[0], batches[1:]
@@ -219,7 +220,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     with Stopwatch() as producing:
         manifest = produce_traffic(TrafficGenerator(profile), producer)
     with Stopwatch() as draining:
-        wait_caught_up(run, timeout=600)
+        wait_caught_up(run, timeout=drain_timeout(manifest.produced))
     ingest_process(run).stop(timeout=120)
     delays = _visibility_delays(run)
     stats = summary(delays)

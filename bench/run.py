@@ -5,7 +5,8 @@
     python -m bench.run --only batch        # one benchmark (ingest, batch, speed or serving)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
-shared and noisy; results land in bench/results/<timestamp>/.
+shared and noisy; results land in bench/results/<timestamp>/ (``results.json`` after each
+benchmark, so a long run that fails late keeps what it measured).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def markdown(results: list[Result], meta: dict[str, Any], charts: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
+def write_results(out: Path, meta: dict[str, Any], results: list[Result]) -> None:
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=2, default=str)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,16 +74,15 @@ def main() -> None:
     meta = {"profile": args.profile, "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "benchmarks": chosen, "machine": machine()}
     started = time.monotonic()
+    out = RESULTS_DIR / meta["started"].replace(":", "")
+    out.mkdir(parents=True, exist_ok=True)
     results: list[Result] = []
     with bench_environment(kafka=bool(NEEDS_KAFKA & set(chosen))) as settings:
         for name in chosen:
             results += BENCHMARKS[name](settings, args.profile)
-    meta["seconds"] = round(time.monotonic() - started, 1)
-    out = RESULTS_DIR / meta["started"].replace(":", "")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=2, default=str)
-    )
+            meta["seconds"] = round(time.monotonic() - started, 1)
+            meta["finished"] = chosen[:chosen.index(name) + 1]  # a failure later keeps these
+            write_results(out, meta, results)
     report = markdown(results, meta, write_plots(results, out))
     (out / "report.md").write_text(report)
     print(report)

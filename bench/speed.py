@@ -43,6 +43,7 @@ from bench.common import (
     Stopwatch,
     consumption,
     distribution,
+    drain_timeout,
     fresh_run,
     summary,
 )
@@ -190,7 +191,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
             with Stopwatch() as producing:
                 manifest = produce_traffic(TrafficGenerator(profile), producer)
             with Stopwatch() as draining:
-                wait_caught_up(run, APP, timeout=1800)
+                wait_caught_up(run, APP, timeout=drain_timeout(manifest.produced))
         time.sleep(2)  # the last commits reach the API's snapshots
         stop.set()
         listener.join()
@@ -241,7 +242,7 @@ def throughput(settings: Settings, records: int) -> Result:
     baseline = bare_consumer_drain(run, manifest.produced)
     StreamingService(run, APP).start(timeout=300)
     try:
-        wait_caught_up(run, APP, timeout=3600)
+        wait_caught_up(run, APP, timeout=drain_timeout(manifest.produced))
     finally:
         StreamingService(run, APP).stop()
     history = read_history(run, APP)
