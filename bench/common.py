@@ -14,10 +14,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
+from lambdalake.generator import TrafficProfile
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
@@ -147,6 +149,15 @@ def consumption(app: str, rate: int, offered: float, records: int, seconds: floa
                   goal="ratio ~1 (keeps up)",
                   details={"records": records, "seconds": round(seconds, 2)},
                   plot=Plot("throughput", app, rate))
+
+
+def backlog(count: int, **profile: Any) -> TrafficProfile:
+    """Traffic put on a topic all at once, whose event times run up to now (as if it had
+    piled up during an outage): with the generator's default of 1,000 events per second of
+    event time starting now, a backlog of more than 300,000 would reach past ingest's
+    future-skew limit, and its valid events would be quarantined as out of range."""
+    start = datetime.now(UTC) - timedelta(seconds=count / 1000)
+    return TrafficProfile(count=count, start_time=start, **profile)
 
 
 def drain_timeout(records: int) -> float:

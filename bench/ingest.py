@@ -38,6 +38,7 @@ from bench.common import (
     Plot,
     Result,
     Stopwatch,
+    backlog,
     consumption,
     distribution,
     drain_timeout,
@@ -123,9 +124,13 @@ def drain(settings: Settings, name: str, profile: TrafficProfile) -> Drain:
 
 
 def throughput(settings: Settings, records: int) -> list[Result]:
-    drained = drain(settings, "throughput", TrafficProfile(
-        count=records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=101))
+    drained = drain(settings, "throughput", backlog(
+        records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=101))
     run, produced = drained.run, drained.manifest.produced
+    quarantined = sum(quarantine_reasons(run).values())
+    if quarantined != drained.manifest.malformed:  # else it measured the wrong traffic
+        raise AssertionError(f"{quarantined:,} records quarantined, "
+                             f"{drained.manifest.malformed:,} produced malformed")
     baseline = bare_consumer_drain(run, produced)
     ingest_seconds = drained.busy_seconds * produced / drained.rows  # every record, sustained
     gates = in_own_process(bronze_gate_seconds, run)
@@ -147,10 +152,10 @@ def throughput(settings: Settings, records: int) -> list[Result]:
 def hostile_input(settings: Settings, records: int, malformed: float = 0.10) -> Result:
     """Valid events/s with ``malformed`` of the traffic bad (every kind the generator makes)
     against clean traffic of the same size and seed; every bad record must be quarantined."""
-    clean = drain(settings, "clean", TrafficProfile(
-        count=records, malformed_fraction=0.0, duplicate_fraction=0.02, seed=303))
-    hostile = drain(settings, "hostile", TrafficProfile(
-        count=records, malformed_fraction=malformed, duplicate_fraction=0.02, seed=303))
+    clean = drain(settings, "clean", backlog(
+        records, malformed_fraction=0.0, duplicate_fraction=0.02, seed=303))
+    hostile = drain(settings, "hostile", backlog(
+        records, malformed_fraction=malformed, duplicate_fraction=0.02, seed=303))
     produced = {k: n for k, n in hostile.manifest.counts.items() if k in MALFORMED_KINDS}
     reasons = quarantine_reasons(hostile.run)
     if reasons != produced:  # each kind's records quarantined, under that kind's reason

@@ -41,6 +41,7 @@ from bench.common import (
     ResourceSampler,
     Result,
     Stopwatch,
+    backlog,
     consumption,
     distribution,
     drain_timeout,
@@ -235,8 +236,7 @@ def throughput(settings: Settings, records: int) -> Result:
     run = fresh_run(settings, "speedthroughput")
     run.speed.trigger_interval = "0 seconds"
     run.speed.max_offsets_per_trigger = records // 8
-    profile = TrafficProfile(count=records, malformed_fraction=0.01, duplicate_fraction=0.02,
-                             seed=404)
+    profile = backlog(records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=404)
     manifest = produce_traffic(TrafficGenerator(profile),
                                EventProducer(run.kafka, run.kafka.events_topic.name))
     baseline = bare_consumer_drain(run, manifest.produced)

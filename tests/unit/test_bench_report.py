@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.common import Plot, ResourceSampler, Result, distribution
+from bench.common import Plot, ResourceSampler, Result, backlog, distribution
 from bench.plots import DISTRIBUTION_FILE, write_plots
 from bench.run import markdown
+from lambdalake.generator import TrafficGenerator
 from lambdalake.stack.process import ManagedProcess
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -84,3 +86,15 @@ def test_the_sampler_sees_a_busy_process_use_a_core_and_memory(tmp_path: Path) -
 def test_a_result_read_back_from_json_is_the_same_result() -> None:
     result = freshness("speed page_traffic", 5_000, 40.0)
     assert Result.from_dict(json.loads(json.dumps(result.as_dict()))) == result
+
+
+def test_a_backlogs_event_times_end_by_the_time_it_is_made() -> None:
+    """So ingest, which quarantines event times more than 300 s ahead, takes every valid
+    event of a backlog however large (at 1,000 events per second of event time, a 2M
+    backlog starting now would reach 33 minutes ahead)."""
+    made = datetime.now(UTC)
+    times = [datetime.fromisoformat(r.event["occurred_at"]) for r in TrafficGenerator(
+        backlog(20_000, malformed_fraction=0.0, late_fraction=0.0)).records()]
+
+    assert max(times) <= made
+    assert (max(times) - min(times)).total_seconds() >= 19.9
