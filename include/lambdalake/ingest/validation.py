@@ -186,7 +186,9 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
         ("empty_value", F.col("value").isNull() | (size == 0), F.lit("")),
         ("oversized", size > policy.max_record_bytes,
          F.concat(size.cast("string"), F.lit(f" bytes > {policy.max_record_bytes}"))),
-        ("invalid_utf8", ~F.expr("is_valid_utf8(value)"), F.lit("")),
+        # an oversized record's bytes are not scanned: it is quarantined as oversized first
+        ("invalid_utf8", (size <= policy.max_record_bytes) & ~F.expr("is_valid_utf8(value)"),
+         F.lit("")),
         ("invalid_json", F.col("_v").isNull() | ~F.col("_t_event").startswith("OBJECT"),
          F.lit("")),
         ("unknown_event_type", ~F.coalesce(event_type.isin(contracts.event_types), F.lit(False)),
