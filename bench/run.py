@@ -78,10 +78,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results: list[Result] = []
     with bench_environment(kafka=bool(NEEDS_KAFKA & set(chosen))) as settings:
-        for name in chosen:
+        for done, name in enumerate(chosen, start=1):
             results += BENCHMARKS[name](settings, args.profile)
             meta["seconds"] = round(time.monotonic() - started, 1)
-            meta["finished"] = chosen[:chosen.index(name) + 1]  # a failure later keeps these
+            meta["finished"] = chosen[:done]  # a failure later keeps these
             write_results(out, meta, results)
     report = markdown(results, meta, write_plots(results, out))
     (out / "report.md").write_text(report)
