@@ -3,8 +3,8 @@
 The lake is written with delta-rs (no Kafka, no Spark): the page_traffic view for 200
 pages over 7 days of hourly windows (33,600 batch rows), published for all but the last 6
 hours, and its real-time table over the last 8 hours, written as 300 small appends that
-each update every page of the then-newest hour, as the speed layer does (so serving keeps
-each key's newest row out of 60,000).
+each add to every page of the then-newest hour, as the speed layer does (so serving
+combines 60,000 partial rows, HLL sketches included, into one per key).
 
 The real API, started with the stack's own command (``serving.service.uvicorn_command``:
 uvicorn, ``serving.workers`` processes, each reading that lake), runs in a subprocess. At 1, 10 and 50 concurrent
@@ -46,6 +46,7 @@ from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_que
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.speed.partials import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -130,10 +131,14 @@ def traffic(page_index: int, h: int) -> int:
     return round(popularity * daily) + (page_index * 7919 + h * 104_729) % 17
 
 
+DISTINCT_SHARES = {"unique_users": 0.6, "unique_sessions": 0.7}
+"""Distinct users and sessions of a page and hour, as a share of its views."""
+
+
 def measures(views: list[int]) -> dict[str, pa.Array]:
     return {"views": pa.array(views, pa.int64()),
-            "unique_users": pa.array([round(v * 0.6) for v in views], pa.int64()),
-            "unique_sessions": pa.array([round(v * 0.7) for v in views], pa.int64())}
+            **{name: pa.array([round(v * share) for v in views], pa.int64())
+               for name, share in DISTINCT_SHARES.items()}}
 
 
 def windows(hours: list[int]) -> dict[str, pa.Array]:
@@ -156,21 +161,33 @@ def write_batch_view(lake: Settings) -> int:
 
 
 def write_realtime(lake: Settings) -> int:
-    """The speed layer's appends over the last hours: each updates all pages of its hour,
-    with the counts so far (the last append of an hour holds its newest values)."""
-    path = lake.table_path(realtime_table(VIEW))
+    """The speed layer's appends over the last hours: each adds to every page of the
+    then-newest hour its events since the append before (partials, as the speed layer
+    writes them, with a sketch of the new users and sessions)."""
+    path, lg_k = lake.table_path(realtime_table(VIEW)), load_views()[VIEW].sketch_lg_k
+    so_far = [0] * PAGES  # each page's views in the current hour, up to the last append
+    current: int | None = None
     for batch_id in range(REALTIME_APPENDS):
         elapsed = (batch_id + 1) * REALTIME_HOURS / REALTIME_APPENDS  # hours into the range
         h = HOURS - REALTIME_HOURS + min(math.ceil(elapsed) - 1, REALTIME_HOURS - 1)
         share = elapsed - (h - HOURS + REALTIME_HOURS)  # of the hour, so far
+        if h != current:
+            so_far, current = [0] * PAGES, h
+        now = [max(1, round(traffic(p, h) * share)) for p in range(PAGES)]
         write_deltalake(path, pa.table({
             **windows([h] * PAGES),
             "page": [page(p) for p in range(PAGES)],
-            **measures([max(1, round(traffic(p, h) * share)) for p in range(PAGES)]),
+            "views": pa.array([n - before for n, before in zip(now, so_far, strict=True)],
+                              pa.int64()),
+            **{name: pa.array([sketch_of(range(round(before * share_of_views),
+                                                 round(n * share_of_views)), lg_k)
+                               for n, before in zip(now, so_far, strict=True)], pa.binary())
+               for name, share_of_views in DISTINCT_SHARES.items()},
             "batch_id": pa.array([batch_id] * PAGES, pa.int64()),
             "updated_at": pa.array([hour(HOURS - REALTIME_HOURS) + timedelta(hours=elapsed)]
                                    * PAGES, TS),
         }), partition_by=["window_start"], mode="append")
+        so_far = now
     return REALTIME_APPENDS * PAGES
 
 

@@ -165,12 +165,14 @@ class IngestSettings(BaseModel):
 
 
 class SpeedSettings(BaseModel):
-    """The speed layer: Kafka -> real-time views (Structured Streaming, one query per view)."""
+    """The speed layer: Kafka -> real-time views (Structured Streaming, one query per
+    lateness allowance)."""
 
     trigger_interval: str = Field("500 milliseconds", description="micro-batch trigger interval")
     max_offsets_per_trigger: int = Field(100_000, ge=1, description="back-pressure bound")
     shuffle_partitions: int = Field(
-        2, ge=1, description="state store partitions (fixed by a query's first checkpoint)"
+        1, ge=1, description="state store and aggregation partitions (the state's are fixed "
+        "by a query's first checkpoint)"
     )
     status_interval_seconds: float = Field(1.0, gt=0, description="how often status is written")
     freshness_sla_seconds: int = Field(

@@ -14,6 +14,7 @@ from lambdalake.quality import realtime_gate
 from lambdalake.quality.history import read_results
 from lambdalake.quality.realtime_gate import gated_until, run_realtime_gates, validate_realtime
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from test_serving_query import TS, append_realtime, hour
@@ -39,7 +40,7 @@ def test_good_rows_pass_and_each_row_is_gated_once(
     lake: Settings, page_traffic: ViewDefinition
 ) -> None:
     append_realtime(lake, 0, [(0, "/a", 1), (1, "/a", 2)])
-    append_realtime(lake, 1, [(1, "/a", 3), (2, "/b", 1)])  # 01:00 /a again: a new value
+    append_realtime(lake, 1, [(1, "/a", 3), (2, "/b", 1)])  # 01:00 /a again: another partial
     first = validate_realtime(lake, page_traffic, now=NOW)
     assert first is not None and first.success, first.report()
     assert (first.layer, first.rows, first.evaluated) == ("realtime", 4, 15)
@@ -61,7 +62,8 @@ def test_bad_rows_fail_naming_each_broken_rule(
         "window_start": pa.array([misaligned], TS),
         "window_end": pa.array([misaligned + timedelta(hours=1)], TS),
         "page": ["/c"], "views": pa.array([1], pa.int64()),
-        "unique_users": pa.array([1], pa.int64()), "unique_sessions": pa.array([None], pa.int64()),
+        "unique_users": pa.array([sketch_of(["user-1"], page_traffic.sketch_lg_k)]),
+        "unique_sessions": pa.array([None], pa.binary()),
         "batch_id": pa.array([2], pa.int64()), "updated_at": pa.array([hour(4)], TS),
     }), partition_by=["window_start"], mode="append")
     result = validate_realtime(lake, page_traffic, now=NOW)

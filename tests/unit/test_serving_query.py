@@ -13,6 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -45,22 +46,27 @@ def write_batch(lake: Settings, rows: list[tuple[int, str, int]], version: int =
     }), partition_by=["window_start"], mode="overwrite")
 
 
-def view_columns(rows: list[tuple[int, str, int]]) -> dict[str, pa.Array | list]:
-    """page_traffic's key and measures for (hour, page, views) rows."""
+def view_columns(rows: list[tuple[int, str, int]],
+                 distinct: pa.Array | None = None) -> dict[str, pa.Array | list]:
+    """page_traffic's key and measures for (hour, page, views) rows; one user and session
+    each, unless ``distinct`` says otherwise."""
+    distinct = distinct if distinct is not None else pa.array([1] * len(rows), pa.int64())
     return {
         "window_start": pa.array([hour(h) for h, _, _ in rows], TS),
         "window_end": pa.array([hour(h + 1) for h, _, _ in rows], TS),
         "page": [p for _, p, _ in rows],
         "views": pa.array([v for _, _, v in rows], pa.int64()),
-        "unique_users": pa.array([1] * len(rows), pa.int64()),
-        "unique_sessions": pa.array([1] * len(rows), pa.int64()),
+        "unique_users": distinct,
+        "unique_sessions": distinct,
     }
 
 
 def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]]) -> None:
-    """page_traffic real-time rows (hour, page, views) as the speed layer's batch ``batch_id``."""
+    """page_traffic real-time partials (hour, page, views; the same one user and session) as
+    the speed layer's batch ``batch_id``."""
+    one = sketch_of(["user-1"], load_views()["page_traffic"].sketch_lg_k)
     write_deltalake(lake.table_path(realtime_table("page_traffic")), pa.table({
-        **view_columns(rows),
+        **view_columns(rows, pa.array([one] * len(rows), pa.binary())),
         "batch_id": pa.array([batch_id] * len(rows), pa.int64()),
         "updated_at": pa.array([hour(h) + timedelta(minutes=batch_id) for h, _, _ in rows], TS),
     }), partition_by=["window_start"], mode="append")
@@ -82,17 +88,17 @@ def test_batch_answers_before_the_mark_and_realtime_from_it(
 ) -> None:
     write_batch(lake, [(0, "/a", 10), (1, "/a", 11)])
     append_realtime(lake, 0, [(0, "/a", 9), (1, "/a", 5), (2, "/a", 1)])
-    append_realtime(lake, 1, [(1, "/a", 12), (2, "/a", 2)])  # newer values of two keys
+    append_realtime(lake, 1, [(1, "/a", 7), (2, "/a", 2)])  # more events of two keys
     store = SnapshotStore(lake, views)
     # nothing published: the mark is the first day's midnight, real-time answers everything
     assert answer(store, views) == [("00", "/a", 9, "realtime"), ("01", "/a", 12, "realtime"),
-                                    ("02", "/a", 2, "realtime")]
+                                    ("02", "/a", 3, "realtime")]
     publish_hours(lake, 0)
     assert answer(store, views) == [("00", "/a", 10, "batch"), ("01", "/a", 12, "realtime"),
-                                    ("02", "/a", 2, "realtime")]
+                                    ("02", "/a", 3, "realtime")]
     publish_hours(lake, 1)
     assert answer(store, views) == [("00", "/a", 10, "batch"), ("01", "/a", 11, "batch"),
-                                    ("02", "/a", 2, "realtime")]
+                                    ("02", "/a", 3, "realtime")]
     snapshot = store.get("page_traffic")
     assert snapshot.high_water_mark == hour(2)
 
@@ -104,7 +110,9 @@ def test_new_realtime_files_are_read_incrementally_and_a_retire_is_seen(
     store = SnapshotStore(lake, views)
     assert answer(store, views) == [("03", "/b", 1, "realtime")]
     append_realtime(lake, 1, [(3, "/b", 4), (4, "/b", 1)])
-    assert answer(store, views) == [("03", "/b", 4, "realtime"), ("04", "/b", 1, "realtime")]
+    assert answer(store, views) == [("03", "/b", 5, "realtime"), ("04", "/b", 1, "realtime")]
+    snapshot = store.get("page_traffic")
+    assert [r["unique_users"] for r in snapshot.realtime_rows.to_pylist()] == [1, 1]
     DeltaTable(lake.table_path(realtime_table("page_traffic"))).delete(
         "window_start < '2026-11-20T04:00:00Z'")
     assert answer(store, views) == [("04", "/b", 1, "realtime")]

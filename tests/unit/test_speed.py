@@ -30,15 +30,15 @@ def test_dropped_rows_of_a_replayed_batch_count_once(settings: Settings) -> None
     path = history_path(settings, APP)
     path.parent.mkdir(parents=True)
     entries = [
-        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
+        {"query": "speed_late_600s", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
         # the same batch again: replayed after a crash
-        {"query": "speed_funnel", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
-        {"query": "speed_funnel", "run_id": "a", "batch_id": 2, "dropped_by_watermark": 4},
-        {"query": "speed_page_traffic", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
+        {"query": "speed_late_600s", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
+        {"query": "speed_late_600s", "run_id": "a", "batch_id": 2, "dropped_by_watermark": 4},
+        {"query": "speed_late_3600s", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
     ]
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert LateRows(read_history(settings, APP)).totals() == {"speed_funnel": 7,
-                                                              "speed_page_traffic": 5}
+    assert LateRows(read_history(settings, APP)).totals() == {"speed_late_600s": 7,
+                                                              "speed_late_3600s": 5}
 
 
 def test_rows_dropped_by_watermark_add_up_over_stateful_operators() -> None:
@@ -86,13 +86,13 @@ def test_a_query_that_failed_is_reported_with_its_cause(
     now = float(int(time.time()))
     document = status(lag=0, batch_age=1, now=now)
     document["views"]["page_traffic"].update(
-        active=False, query="speed_page_traffic", error="java.io.IOException: No space left",
+        active=False, query="speed_late_600s", error="java.io.IOException: No space left",
         batch_id=7, watermark=None, dropped_by_watermark_total=0, state_rows=0)
     write_status(settings, APP, document)
-    assert "queries stopped: page_traffic (speed_page_traffic: java.io.IOException: No space " \
+    assert "queries stopped: page_traffic (speed_late_600s: java.io.IOException: No space " \
            "left)" in check_health(settings, now).problems
     print_layer_freshness(settings)
-    assert "FAILED speed_page_traffic: java.io.IOException: No space left" in capsys.readouterr().out
+    assert "FAILED speed_late_600s: java.io.IOException: No space left" in capsys.readouterr().out
 
 
 def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> None:
@@ -138,6 +138,7 @@ def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Setting
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    from lambdalake.speed.partials import sketch_of
     from lambdalake.speed.realtime import append_batch, realtime_table
     from lambdalake.views.definition import load_views
 
@@ -148,7 +149,8 @@ def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Setting
         "window_start": pa.array([hour], pa.timestamp("us", tz="Etc/UTC")),
         "window_end": pa.array([hour.replace(hour=11)], pa.timestamp("us", tz="Etc/UTC")),
         "page": ["/a"], "views": pa.array([3], pa.int64()),
-        "unique_users": pa.array([2], pa.int64()), "unique_sessions": pa.array([2], pa.int64()),
+        "unique_users": pa.array([sketch_of(["u1", "u2"], view.sketch_lg_k)]),
+        "unique_sessions": pa.array([sketch_of(["s1", "s2"], view.sketch_lg_k)]),
     })
     assert append_batch(rows, settings, view, "query-1", 0)
     assert not append_batch(rows, settings, view, "query-1", 0)  # replayed after a crash
@@ -176,9 +178,9 @@ def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Setting
     recorded: dict[str, int] = {}
     polls = [[report(2, 500)], [report(3, 0)], [report(3, 0)], [report(3, 800, dropped=40)],
              [report(3, 800, dropped=40), report(4, 0)]]
-    new = [record_batches(settings, APP, [QuerySnapshot("speed_funnel", "run", True, poll)],
+    new = [record_batches(settings, APP, [QuerySnapshot("speed_late_600s", "run", True, poll)],
                           recorded) for poll in polls]
     assert [[entry["batch_id"] for entry in batch] for batch in new] == [[2], [], [], [3], []]
     history = read_history(settings, APP)
     assert [(e["batch_id"], e["dropped_by_watermark"]) for e in history] == [(2, 0), (3, 40)]
-    assert LateRows(history).totals() == {"speed_funnel": 40}
+    assert LateRows(history).totals() == {"speed_late_600s": 40}

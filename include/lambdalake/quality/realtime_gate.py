@@ -1,9 +1,10 @@
 """The real-time gate: validate the rows the speed layer wrote since the last gate, off-stream.
 
 The speed layer must not slow down for quality checks, so this gate runs from the
-supervisor DAG, never inside a micro-batch, and without Spark: the rows are read with
-delta-rs (only those whose ``updated_at`` is newer than the last gated row, and at most
-``max_rows`` of the newest), the suite's derived columns are computed by DuckDB from the
+supervisor DAG, never inside a micro-batch, and without Spark: the rows (partial
+aggregates, one per key and micro-batch) are read with delta-rs (only those whose
+``updated_at`` is newer than the last gated row, and at most ``max_rows`` of the newest),
+their sketches are estimated, the suite's derived columns are computed by DuckDB from the
 same SQL the Spark gates use, and GX validates the pandas frame (``realtime_suite``).
 
 Each view remembers the newest ``updated_at`` it gated in
@@ -42,6 +43,7 @@ from lambdalake.quality.suites import (
     realtime_suite,
 )
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import with_estimates
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.definition import ViewDefinition
 
@@ -117,7 +119,8 @@ def run_realtime_gates(
 
 def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Table | None:
     """The real-time rows of ``view`` not gated yet, at most the newest ``max_rows`` (the
-    task log says how many were left out); None if there are none (or no table)."""
+    task log says how many were left out), each row's distinct counts estimated from its
+    sketches; None if there are none (or no table)."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
@@ -133,7 +136,7 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Tabl
         log.warning("%s: gating the newest %d of %d rows written since %s", view.name,
                     max_rows, rows.num_rows, since)
         rows = rows.sort_by([("updated_at", "descending")]).slice(0, max_rows)
-    return rows
+    return with_estimates(rows, view)
 
 
 def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:

@@ -32,9 +32,10 @@ constraint in a contract changes the suites by itself. Four suites exist:
     ``batch_id`` and ``updated_at`` (both not null), so the key is unique *per micro-batch*
     (key + ``batch_id``), not in the table; no lineage columns; no interval, but no window
     may start more than one grain after the gate ran (parameter ``window_start_max``,
-    ``realtime_parameters(now, view)``). Distinct counts are HyperLogLog *estimates* in
-    the speed layer (``hll_sketch_estimate``: a bigint, not a binary sketch), so they get
-    the same not-null and non-negative checks as exact ones. Every rule is critical.
+    ``realtime_parameters(now, view)``). Rows are partial aggregates (one micro-batch's
+    events per key); a distinct count is a HyperLogLog sketch, which the gate estimates
+    before validating (a bigint), so it gets the same not-null and non-negative checks as
+    an exact one. Every rule is critical.
 
 Severity is GX's own ``severity`` field on each expectation. The rule:
 

@@ -15,9 +15,10 @@ Run per view by the serving DAG (after every batch publish and on a short schedu
    batch interval, the view's lateness and ``quality.batch_freshness_slack_seconds``; and
    while records wait in Kafka, the speed layer's newest micro-batch for the view is no
    older than ``speed.freshness_sla_seconds``.
-2. **Collapse.** If the gate passed: a closed window gets no more real-time writes, so its superseded rows
-   (each micro-batch appends a key's whole value again) are rewritten to each key's
-   newest row, in one commit replacing those partitions.
+2. **Collapse.** If the gate passed: a closed window gets no more real-time writes, so its
+   partial rows (one per micro-batch that touched a key) are rewritten to one combined
+   partial row per key (``merge_partials``: sketches stay sketches), in one commit
+   replacing those partitions.
 3. **Retire.** If the gate passed, windows that ended ``serving.retire_margin_seconds`` before the high-water
    mark are deleted: batch has answered them since, and readers that took their snapshot
    before the mark moved still find the rows they need.
@@ -41,11 +42,11 @@ from lambdalake.lake.bookkeeping import append_rows, delta_rs_uri
 from lambdalake.serving.snapshot import (
     SnapshotStore,
     ViewSnapshot,
-    newest_per_key,
     quoted,
     sql_cursor,
 )
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import merge_partials
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import progress_time, read_status
@@ -229,7 +230,7 @@ def gate_result(
 
 
 def collapse(settings: Settings, snapshot: ViewSnapshot, closed_before: datetime) -> int:
-    """Rewrite closed windows to each key's newest row; return how many windows."""
+    """Rewrite closed windows to one partial row per key; return how many windows."""
     uri = delta_rs_uri(settings.table_path(realtime_table(snapshot.view)))
     if not DeltaTable.is_deltatable(uri):
         return 0
@@ -237,12 +238,12 @@ def collapse(settings: Settings, snapshot: ViewSnapshot, closed_before: datetime
     for attempt in range(_ATTEMPTS):
         table = DeltaTable(uri)
         rows = pa.table(table.to_pyarrow_table(filters=[("window_end", "<=", closed_before)]))
-        newest = newest_per_key(rows, snapshot.view).cast(rows.schema)
-        if newest.num_rows == rows.num_rows:
+        combined = merge_partials(rows, snapshot.view)
+        if combined.num_rows == rows.num_rows:
             return 0
         try:
-            write_deltalake(table, newest, mode="overwrite", predicate=predicate)
-            return len(set(newest.column("window_start").to_pylist()))
+            write_deltalake(table, combined, mode="overwrite", predicate=predicate)
+            return len(set(combined.column("window_start").to_pylist()))
         except CommitFailedError:
             if attempt == _ATTEMPTS - 1:
                 raise

@@ -1,7 +1,8 @@
 """What serving reads: per view, one consistent snapshot of both layers, kept in memory.
 
 A ``ViewSnapshot`` holds the batch high-water mark, the batch view's current version (all
-its rows) and each real-time key's newest row. It is taken in this order — publications,
+its rows) and each real-time key's value (its partial rows combined, distinct counts
+estimated: ``lambdalake.speed.partials``). It is taken in this order — publications,
 then the view catalog, then the batch table, then the real-time table — so the batch rows
 always contain every interval the mark covers (a slice is written before it is published)
 and the real-time rows still contain every window at or after the mark (the serving DAG
@@ -34,6 +35,7 @@ from deltalake import DeltaTable
 
 from lambdalake.lake.bookkeeping import delta_rs_uri
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
 from lambdalake.views.definition import ViewDefinition
@@ -50,7 +52,7 @@ class ViewSnapshot:
     batch_delta_version: int | None        # None: no batch view table yet
     realtime_delta_version: int | None     # None: no real-time table yet
     batch_rows: pa.Table | None            # every row of the current batch view
-    realtime_rows: pa.Table | None         # each key's newest real-time row
+    realtime_rows: pa.Table | None         # each real-time key's value
     realtime_newest: datetime | None       # the newest real-time write
     taken_at: datetime
 
@@ -65,18 +67,6 @@ _DATABASE.execute("SET GLOBAL TimeZone = 'UTC'")
 def sql_cursor() -> duckdb.DuckDBPyConnection:
     """A cursor of its own (thread-safe; tables registered on it are visible to it alone)."""
     return _DATABASE.cursor()
-
-
-def newest_per_key(rows: pa.Table, view: ViewDefinition) -> pa.Table:
-    """Each key's newest real-time row (rows carry values, not increments: newest wins),
-    sorted by window."""
-    key = ", ".join(quoted(column) for column in view.key)
-    with sql_cursor() as connection:
-        connection.register("realtime_rows", rows)
-        return by_window(connection.sql(
-            "SELECT * FROM realtime_rows QUALIFY row_number() OVER "
-            f"(PARTITION BY {key} ORDER BY updated_at DESC, batch_id DESC) = 1"
-        ).to_arrow_table())
 
 
 def by_window(rows: pa.Table) -> pa.Table:
@@ -140,14 +130,15 @@ class _SmallTable:
 
 
 class _RealtimeRows:
-    """The real-time table's newest row per key, maintained from the files each version adds."""
+    """The real-time table's value per key, maintained from the files each version adds."""
 
     def __init__(self, settings: Settings, view: ViewDefinition) -> None:
         self.view = view
         self.reader = _DeltaReader(settings.table_path(realtime_table(view)))
         self.version: int | None = None
         self.files: set[str] = set()
-        self.rows: pa.Table | None = None
+        self.partials: pa.Table | None = None  # one (combined) partial row per key
+        self.rows: pa.Table | None = None      # the same, estimated and sorted by window
 
     def refresh(self) -> tuple[int | None, pa.Table | None]:
         version = self.reader.refresh()
@@ -157,16 +148,18 @@ class _RealtimeRows:
         dataset = self.reader.table.to_pyarrow_dataset()
         fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
         if not self.files <= fragments.keys():  # files were retired or compacted: start over
-            self.files, self.rows = set(), None
+            self.files, self.partials, self.rows = set(), None, None
         added = [fragment for path, fragment in fragments.items() if path not in self.files]
         if added:
             new_rows = pads.FileSystemDataset(
                 added, dataset.schema, dataset.format, dataset.filesystem
             ).to_table()
-            merged = new_rows if self.rows is None else pa.concat_tables(
-                [self.rows, new_rows.select(self.rows.schema.names).cast(self.rows.schema)]
+            merged = new_rows if self.partials is None else pa.concat_tables(
+                [self.partials, new_rows.select(self.partials.schema.names)
+                 .cast(self.partials.schema)]
             )
-            self.rows = newest_per_key(merged, self.view)
+            self.partials = merge_partials(merged, self.view)
+            self.rows = by_window(with_estimates(self.partials, self.view))
         self.files = set(fragments)
         self.version = version
         return version, self.rows

@@ -1,13 +1,15 @@
 """The real-time views: one Delta table per view, written by the speed layer, read by serving.
 
-The speed layer's aggregation runs in update mode: each micro-batch emits, for every
-(window, dimensions) key it touched, the key's *whole* current value from the query's
-state. ``append_updates`` appends those rows, stamped with the batch id and the time of
-the write, in one Delta commit that also records the batch as the query's transaction
-version (Delta's ``txn`` action: app id = the query's id, version = the batch id): a batch
-replayed after a crash is skipped if it committed, and written once if it did not. A key's
-current value is its newest row (``current_rows``); a repeated row is harmless by
-construction, because rows carry values, not increments.
+Each micro-batch of the speed layer yields, for every (window, dimensions) key it touched,
+the partial aggregates of that batch's events (``lambdalake.speed.partials``: a key's value
+is its rows combined). ``append_batch`` appends them, stamped with the batch id and the
+time of the write, in one Delta commit that also records the batch as the query's
+transaction version (Delta's ``txn`` action: app id = the query's id, version = the batch
+id): a batch replayed after a crash is skipped if it committed, and written once if it did
+not, so every batch's partials are in the table exactly once. A replayed batch holds the
+same events as its first attempt (its offsets and the deduplication state it starts from
+are in the checkpoint), so the views a crash interrupted between two commits get the same
+partials the others got.
 
 The rows of a micro-batch are few (the keys it touched), so they are collected to the
 driver as Arrow and committed with delta-rs: a commit then costs milliseconds, where a
@@ -26,23 +28,16 @@ from typing import TYPE_CHECKING
 
 from lambdalake.lake.bookkeeping import delta_rs_uri
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
 
 
 def realtime_table(view: ViewDefinition | str) -> str:
     name = view if isinstance(view, str) else view.name
     return f"realtime_{name}"
-
-
-def append_updates(
-    updates: DataFrame, settings: Settings, view: ViewDefinition, app_id: str, batch_id: int
-) -> bool:
-    """Append one micro-batch's updated rows of ``view`` (see ``append_batch``)."""
-    return append_batch(updates.toArrow(), settings, view, app_id, batch_id)
 
 
 def append_batch(
@@ -82,16 +77,13 @@ def utc_timestamps(rows: pa.Table) -> pa.Table:
     return rows.cast(pa.schema(fields))
 
 
-def current_rows(spark: SparkSession, settings: Settings, view: ViewDefinition) -> DataFrame:
-    """Each key's newest value (window_start, window_end, dimensions, measures, updated_at)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+def current_rows(settings: Settings, view: ViewDefinition) -> pa.Table | None:
+    """Each key's value now (partials combined, distinct counts estimated); None while the
+    table does not exist."""
+    from deltalake import DeltaTable
 
-    newest_first = Window.partitionBy(*view.key).orderBy(F.col("updated_at").desc(),
-                                                         F.col("batch_id").desc())
-    return (
-        spark.read.format("delta").load(settings.table_path(realtime_table(view)))
-        .withColumn("_rank", F.row_number().over(newest_first))
-        .where("_rank = 1")
-        .drop("_rank", "batch_id")
-    )
+    uri = delta_rs_uri(settings.table_path(realtime_table(view)))
+    if not DeltaTable.is_deltatable(uri):
+        return None
+    rows = DeltaTable(uri).to_pyarrow_table()
+    return with_estimates(merge_partials(rows, view), view).drop_columns(["batch_id"])

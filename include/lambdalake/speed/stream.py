@@ -1,19 +1,23 @@
-"""The speed layer: every view in near real time from Kafka, one streaming query per view.
+"""The speed layer: every view in near real time from Kafka, one streaming query per
+lateness allowance.
 
 Each query reads the events topic, classifies records exactly as ingest does (so it counts
 the same valid events the batch layer will, and a malformed record can never fail it),
-keeps the view's event types, puts a watermark on event time equal to the view's lateness
-allowance, drops duplicate ``event_id``s within that watermark, and aggregates with the
-view's one definition (``aggregate(exact=False)``: distinct counts become HyperLogLog
-sketches).
+keeps the event types its views read, puts a watermark on event time equal to their
+lateness allowance and drops duplicate ``event_id``s within that watermark. Each
+micro-batch of distinct events is then cached and aggregated once per view, with the view's
+one definition (``aggregate(exact=False)``: the batch's *partial* aggregates, distinct
+counts as HyperLogLog sketches; see ``lambdalake.speed.partials``). Views that share a
+lateness allowance share the parsing and the deduplication, and no view keeps aggregation
+state: the only state is the deduplication's, in RocksDB under the query's checkpoint,
+bounded by the watermark and kept across restarts.
 
 The deduplication operator is also what drops events older than the watermark, one row per
 event, so the count of late events it reports is exact (an aggregation drops *partial
-aggregates* instead, which would undercount). That count is kept per view in the batch
-history and the status document; the batch layer includes those events. State
-lives in RocksDB under the query's checkpoint, so it is bounded by the watermark and
-survives restarts. Rows reach Delta through ``realtime.append_updates``, exactly once per
-micro-batch.
+aggregates* instead, which would undercount). The count is the query's: every view the
+query maintains reports it, kept in the batch history and the status document; the batch
+layer includes those events. Rows reach Delta through ``realtime.append_batch``, exactly
+once per micro-batch and view.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import kafka_stream
 from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
-from lambdalake.speed.realtime import append_updates
+from lambdalake.speed.realtime import append_batch
 from lambdalake.streaming.progress import QuerySnapshot, query_progress, read_history
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.aggregate import aggregate
@@ -40,20 +44,35 @@ if TYPE_CHECKING:
 APP = "speed"
 
 
-def query_name(view: ViewDefinition | str) -> str:
-    return f"speed_{view if isinstance(view, str) else view.name}"
+def query_name(view: ViewDefinition) -> str:
+    """The query that maintains ``view``: one per lateness allowance (and event-time column)."""
+    suffix = "" if view.event_time == "occurred_at" else f"_{view.event_time}"
+    return f"speed_late_{view.lateness_seconds}s{suffix}"
 
 
-def view_updates(events: DataFrame, view: ViewDefinition) -> DataFrame:
-    """The streaming aggregation of ``view`` over valid, typed events (update mode)."""
+def queries_of(views: list[ViewDefinition]) -> dict[str, list[ViewDefinition]]:
+    """The views each query maintains, by query name."""
+    queries: dict[str, list[ViewDefinition]] = {}
+    for view in views:
+        queries.setdefault(query_name(view), []).append(view)
+    return queries
+
+
+def distinct_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
+    """The events ``views`` (one lateness allowance) read, watermarked, each ``event_id``
+    once within the watermark, with only the columns the views use."""
     from pyspark.sql import functions as F
 
-    rows = (
-        events.where(F.col("event_type").isin(view.event_types))
-        .withWatermark(view.event_time, f"{view.lateness_seconds} seconds")
+    first = views[0]
+    types = sorted({t for view in views for t in view.event_types})
+    columns = list(dict.fromkeys(["event_id", "event_type", first.event_time, *(
+        c for view in views for c in [*view.dimensions, *(m.column for m in view.measures)]
+        if c is not None)]))
+    return (
+        events.where(F.col("event_type").isin(types)).select(*columns)
+        .withWatermark(first.event_time, f"{first.lateness_seconds} seconds")
         .dropDuplicatesWithinWatermark(["event_id"])
     )
-    return aggregate(rows, view, exact=False)
 
 
 def valid_events(spark: SparkSession, settings: Settings, contracts: ContractRegistry) -> DataFrame:
@@ -62,21 +81,33 @@ def valid_events(spark: SparkSession, settings: Settings, contracts: ContractReg
     return valid_only(classify(records, contracts, settings.ingest))
 
 
-def start_view_query(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, contracts: ContractRegistry
+def write_partials(events: DataFrame, settings: Settings, views: list[ViewDefinition],
+                   app_id: str, batch_id: int) -> None:
+    """Append each view's partial aggregates of one micro-batch of distinct events (read
+    from Kafka once: the batch is cached for the views)."""
+    events.persist()
+    try:
+        for view in views:
+            append_batch(aggregate(events, view, exact=False).toArrow(), settings, view,
+                         app_id, batch_id)
+    finally:
+        events.unpersist()
+
+
+def start_query(
+    spark: SparkSession, settings: Settings, name: str, views: list[ViewDefinition],
+    contracts: ContractRegistry,
 ) -> StreamingQuery:
-    name = query_name(view)
     app_ids: list[str] = []
 
-    def write(updates: DataFrame, batch_id: int) -> None:
+    def write(events: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
-        append_updates(updates, settings, view, app_ids[0], batch_id)
+        write_partials(events, settings, views, app_ids[0], batch_id)
 
     return (
-        view_updates(valid_events(spark, settings, contracts), view)
+        distinct_events(valid_events(spark, settings, contracts), views)
         .writeStream.queryName(name)
-        .outputMode("update")
         .foreachBatch(write)
         .option("checkpointLocation", settings.checkpoint_path(name))
         .trigger(processingTime=settings.speed.trigger_interval)
@@ -105,39 +136,44 @@ class LateRows:
 
 
 def status_document(
-    views: list[str], snapshots: list[QuerySnapshot], late: LateRows,
+    queries: dict[str, list[ViewDefinition]], snapshots: list[QuerySnapshot], late: LateRows,
     new_batches: list[dict[str, Any]], pid: int,
 ) -> dict[str, Any]:
-    """The speed layer's status: one entry per view, with its cumulative late-dropped rows."""
+    """The speed layer's status: one entry per view (its query's progress), with the
+    query's cumulative late-dropped rows."""
     late.add(new_batches)
     dropped = late.totals()
     entries = {
-        view: {**query_progress(snapshot), "dropped_by_watermark_total": dropped[snapshot.name]}
-        for view, snapshot in zip(views, snapshots, strict=True)
+        view.name: {**query_progress(snapshot), "dropped_by_watermark_total": dropped[snapshot.name]}
+        for snapshot in snapshots for view in queries[snapshot.name]
     }
     return {"app": APP, "pid": pid, "written_at": time.time(),
-            "active": all(s.active for s in snapshots), "views": entries}
+            "active": all(s.active for s in snapshots), "views": dict(sorted(entries.items()))}
 
 
 def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = None) -> None:
-    """Run one query per view until stopped (or until one fails)."""
+    """Run one query per lateness allowance of the chosen views until stopped (or until
+    one fails)."""
     contracts = ContractRegistry()
     views = load_views(contracts=contracts)
-    chosen = [views[name] for name in (view_names or sorted(views))]
-    queries = {view.name: start_view_query(spark, settings, view, contracts) for view in chosen}
+    chosen = queries_of([views[name] for name in (view_names or sorted(views))])
+    queries = [start_query(spark, settings, name, group, contracts)
+               for name, group in chosen.items()]
     late = LateRows(read_history(settings, APP))
-    print(f"speed: {len(queries)} queries started ({', '.join(queries)}), pid {os.getpid()}",
-          flush=True)
+    described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
+                          for name, group in chosen.items())
+    print(f"speed: {len(queries)} queries started ({described}), pid {os.getpid()}", flush=True)
     run_until_stopped(
-        settings, APP, list(queries.values()),
-        lambda snapshots, new: status_document(list(queries), snapshots, late, new, os.getpid()),
+        settings, APP, queries,
+        lambda snapshots, new: status_document(chosen, snapshots, late, new, os.getpid()),
         settings.speed.status_interval_seconds,
     )
 
 
 def speed_spark_conf(settings: Settings) -> dict[str, str]:
     """The speed application's Spark properties beyond the platform's defaults: few state
-    partitions, and RocksDB changelog checkpoints (a batch commits only what it changed)."""
+    and aggregation partitions, and RocksDB changelog checkpoints (a batch commits only what
+    it changed)."""
     return {
         "spark.sql.shuffle.partitions": str(settings.speed.shuffle_partitions),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow.compute as pc
 import pytest
 
 from ground_truth import manifest_events
@@ -18,7 +19,7 @@ from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import current_rows
 from lambdalake.speed.stream import APP as SPEED_APP
-from lambdalake.speed.stream import query_name
+from lambdalake.speed.stream import queries_of
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.streaming import service
 from lambdalake.views.definition import load_views
@@ -51,7 +52,7 @@ def test_a_broker_crash_and_restart_during_load_loses_and_duplicates_nothing(
     start_ingest_process(settings)
     producer, manifests = produce_in_background(settings, profile)
     checkpoints = [Path(settings.checkpoint_path(name))
-                   for name in (QUERY_NAME, *map(query_name, load_views()))]
+                   for name in (QUERY_NAME, *queries_of(list(load_views().values())))]
     deadline = time.monotonic() + 180
     while min(committed(checkpoints).values()) < 1:  # both consume the live traffic
         assert time.monotonic() < deadline, "a query committed no batch within 180 s"
@@ -74,7 +75,6 @@ def test_a_broker_crash_and_restart_during_load_loses_and_duplicates_nothing(
 
     assert_each_record_once(spark, settings, EVENTS, valid=manifest.counts["valid"]
                             + manifest.counts["duplicate"], malformed=manifest.malformed)
-    page_views = current_rows(spark, settings, load_views()["page_traffic"]).agg(
-        {"views": "sum"}).first()[0]
+    page_views = pc.sum(current_rows(settings, load_views()["page_traffic"])["views"]).as_py()
     events = manifest_events(manifest)
     assert page_views == (events["event_type"] == "page_view").sum()
