@@ -8,7 +8,7 @@
     lambdalake demo      traffic through every layer to merged answers (needs `up`)
     lambdalake produce   generate clickstream traffic (late, duplicate, malformed) into Kafka
     lambdalake ingest    start | stop | restart | status | wait: the Kafka -> bronze stream
-    lambdalake speed     start | stop | restart | status | wait: Kafka -> real-time views
+    lambdalake speed     start | stop | restart | status | wait | reset: Kafka -> real-time views
     lambdalake contracts check that event contracts evolve compatibly
     lambdalake query     a view's merged answer: batch before the high-water mark, real-time after
     lambdalake quality   the recorded quality-gate results, newest first
@@ -274,11 +274,18 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
-    """start | stop | restart | status | wait for a streaming application (ingest, speed)."""
+    """start | stop | restart | status | wait for a streaming application (ingest, speed);
+    reset for the speed layer."""
     from lambdalake.streaming.progress import read_status
     from lambdalake.streaming.service import StreamingService, wait_caught_up
 
     service = StreamingService(settings, args.command)
+    if args.action == "reset":
+        from lambdalake.speed.supervisor import reset
+
+        removed = reset(settings)
+        print(f"speed layer reset: removed {len(removed)} paths "
+              f"({', '.join(removed) or 'nothing to remove'}); it rebuilds on its next start")
     if args.action in ("stop", "restart"):
         stopped = service.stop()
         print(f"{args.command} stopped" if stopped else f"{args.command} was not running")
@@ -404,10 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="quality summary + HTML report with Data Docs")
     report.add_argument("--newest", type=int, default=10, help="how many recent results to list")
     report.set_defaults(run=cmd_report)
-    for app, what in (("ingest", "the Kafka -> bronze stream"),
-                      ("speed", "the speed layer: Kafka -> real-time views")):
+    for app, what, own in (("ingest", "the Kafka -> bronze stream", []),
+                           ("speed", "the speed layer: Kafka -> real-time views", ["reset"])):
         stream = commands.add_parser(app, help=what)
-        stream.add_argument("action", choices=["start", "stop", "restart", "status", "wait"])
+        stream.add_argument("action", choices=["start", "stop", "restart", "status", "wait", *own],
+                            help="reset: rebuild the real-time views from Kafka (stack stopped)"
+                            if own else None)
         stream.add_argument("--timeout", type=float, default=600, help="for `wait`: seconds")
         stream.set_defaults(run=cmd_stream)
     return parser

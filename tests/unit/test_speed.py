@@ -184,3 +184,45 @@ def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Setting
     history = read_history(settings, APP)
     assert [(e["batch_id"], e["dropped_by_watermark"]) for e in history] == [(2, 0), (3, 40)]
     assert LateRows(history).totals() == {"speed_late_600s": 40}
+
+
+def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(
+    settings: Settings,
+) -> None:
+    import os
+
+    import psutil
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lambdalake.speed.realtime import RealtimeFormatError, check_format, realtime_table
+    from lambdalake.speed.supervisor import reset
+    from lambdalake.streaming.service import app_process
+    from lambdalake.views.definition import load_views
+
+    view = load_views()["page_traffic"]
+    table = settings.table_path(realtime_table(view))
+    write_deltalake(table, pa.table({"views": [3], "unique_users": [2], "unique_sessions": [2]}))
+    with pytest.raises(RealtimeFormatError, match="unique_users, unique_sessions are numbers"):
+        check_format(settings, [view])
+    check_format(settings, [load_views()["product_sales"]])  # no distinct counts, no table
+
+    checkpoints = Path(settings.checkpoint_path(""))
+    for query in ("speed_page_traffic", "speed_late_600s", "ingest"):
+        (checkpoints / query / "offsets").mkdir(parents=True)
+    write_status(settings, APP, {"views": {}})
+    process = app_process(settings, APP)  # this test's process, posing as a running speed layer
+    process.run_dir.mkdir(parents=True)
+    process.pid_file.write_text(json.dumps(
+        {"pid": os.getpid(), "create_time": psutil.Process().create_time()}))
+    with pytest.raises(RuntimeError, match="stop speed first"):
+        reset(settings)
+    assert DeltaTable.is_deltatable(table), "nothing removed while it runs"
+
+    process.pid_file.unlink()
+    removed = reset(settings)
+    assert sorted(Path(p).name for p in removed) == [
+        "realtime_page_traffic", "speed.json", "speed_late_600s", "speed_page_traffic"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["ingest"]
+    assert not DeltaTable.is_deltatable(table)
+    assert reset(settings) == []  # nothing left to remove

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.lake.bookkeeping import delta_rs_uri
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import merge_partials, with_estimates
+from lambdalake.speed.partials import distinct_measures, merge_partials, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
@@ -38,6 +38,29 @@ if TYPE_CHECKING:
 def realtime_table(view: ViewDefinition | str) -> str:
     name = view if isinstance(view, str) else view.name
     return f"realtime_{name}"
+
+
+class RealtimeFormatError(RuntimeError):
+    """A real-time table an earlier speed layer wrote in another format."""
+
+
+def check_format(settings: Settings, views: list[ViewDefinition]) -> None:
+    """Raise ``RealtimeFormatError`` unless every existing real-time table of ``views``
+    holds partial aggregates (speed layers before them wrote each key's value, a distinct
+    count as a number; appending sketches there would fail every micro-batch)."""
+    from deltalake import DeltaTable
+
+    for view in views:
+        uri = delta_rs_uri(settings.table_path(realtime_table(view)))
+        if not DeltaTable.is_deltatable(uri):
+            continue
+        types = {f.name: getattr(f.type, "type", None) for f in DeltaTable(uri).schema().fields}
+        numbers = [m.name for m in distinct_measures(view) if types.get(m.name) != "binary"]
+        if numbers:
+            raise RealtimeFormatError(
+                f"{realtime_table(view)} was written by an earlier speed layer ({', '.join(numbers)} "
+                "are numbers, not sketches): stop the stack and run `lambdalake speed reset`, "
+                "which rebuilds the real-time views from Kafka")
 
 
 def append_batch(

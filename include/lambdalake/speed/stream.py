@@ -31,7 +31,7 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import kafka_stream
 from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
-from lambdalake.speed.realtime import append_batch
+from lambdalake.speed.realtime import append_batch, check_format
 from lambdalake.streaming.progress import QuerySnapshot, query_progress, read_history
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.aggregate import aggregate
@@ -157,6 +157,7 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
     contracts = ContractRegistry()
     views = load_views(contracts=contracts)
     chosen = queries_of([views[name] for name in (view_names or sorted(views))])
+    check_format(settings, [view for group in chosen.values() for view in group])
     queries = [start_query(spark, settings, name, group, contracts)
                for name, group in chosen.items()]
     late = LateRows(read_history(settings, APP))
