@@ -78,6 +78,18 @@ def test_the_supervisor_reports_a_stopped_and_a_stale_speed_layer(settings: Sett
     assert idle.problems == ["not running"], "an idle stream with no lag is fresh"
 
 
+def test_the_lag_of_a_query_counts_once_however_many_views_it_maintains(
+    settings: Settings,
+) -> None:
+    now = float(int(time.time()))
+    document = status(lag=500, batch_age=600, now=now)
+    shared = {**document["views"]["page_traffic"], "query": "speed_late_600s"}
+    document["views"] = {"page_traffic": shared, "funnel": shared,
+                         "slow_view": {**shared, "query": "speed_late_3600s", "lag": 7}}
+    write_status(settings, APP, document)
+    assert check_health(settings, now).lag == 507
+
+
 def test_a_query_that_failed_is_reported_with_its_cause(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:

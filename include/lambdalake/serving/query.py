@@ -1,8 +1,8 @@
 """Queries of the serving layer: validated, then answered from one snapshot of both layers.
 
 A view's serving answer is its batch rows for windows before the batch high-water mark and
-its real-time rows (each key's value, its partial rows combined) for windows from the mark on, so no window is
-counted by both layers or by neither. A query selects the windows that *start* in
+its real-time rows (each key's partial rows combined) for windows from the mark on, so no
+window is counted by both layers or by neither. A query selects the windows that *start* in
 ``[start, end)``, optionally filtered on dimension values, ordered by window and
 dimensions, one page at a time. Each row says which layer answered it (``source``) and as
 of when (``as_of``: the batch computation or the real-time write).

@@ -58,8 +58,8 @@ def check_format(settings: Settings, views: list[ViewDefinition]) -> None:
         numbers = [m.name for m in distinct_measures(view) if types.get(m.name) != "binary"]
         if numbers:
             raise RealtimeFormatError(
-                f"{realtime_table(view)} was written by an earlier speed layer ({', '.join(numbers)} "
-                "are numbers, not sketches): stop the stack and run `lambdalake speed reset`, "
+                f"{realtime_table(view)} was written by an earlier speed layer "
+                f"({', '.join(numbers)} are numbers, not sketches): stop the stack and run `lambdalake speed reset`, "
                 "which rebuilds the real-time views from Kafka")
 
 

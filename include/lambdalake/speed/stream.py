@@ -144,7 +144,8 @@ def status_document(
     late.add(new_batches)
     dropped = late.totals()
     entries = {
-        view.name: {**query_progress(snapshot), "dropped_by_watermark_total": dropped[snapshot.name]}
+        view.name: {**query_progress(snapshot),
+                    "dropped_by_watermark_total": dropped[snapshot.name]}
         for snapshot in snapshots for view in queries[snapshot.name]
     }
     return {"app": APP, "pid": pid, "written_at": time.time(),

@@ -73,7 +73,8 @@ def reset(settings: Settings) -> list[str]:
         if table_fs.get_file_info(path).type == fs.FileType.Directory:
             directories.append((table_fs, path))
     files = [path for path in (status_path(settings, APP), history_path(settings, APP),
-                               marks_path(settings), settings.state_dir / "status" / LAG_SAMPLES_FILE)
+                               marks_path(settings),
+                               settings.state_dir / "status" / LAG_SAMPLES_FILE)
              if path.exists()]
     for directory_fs, path in directories:
         directory_fs.delete_dir(path)
@@ -127,7 +128,9 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
     else:
         running = StreamingService(settings, APP).process.pid() is not None
     views = document.get("views", {})
-    lag = sum(int(v.get("lag") or 0) for v in views.values()) if views else None
+    # views of one query show the same lag: count each query once
+    by_query = {view.get("query", name): int(view.get("lag") or 0) for name, view in views.items()}
+    lag = sum(by_query.values()) if views else None
     age = _batch_age(document, now)
     problems = []
     if not running:

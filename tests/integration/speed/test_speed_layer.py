@@ -1,9 +1,10 @@
 """The speed layer on real Kafka, SIGKILLed three times and restarted by its supervisor,
 converges to the batch layer: every closed interval's exact measures equal the batch
 layer's, approximate ones are within their stated error, and events older than the
-watermark are counted by the query that dropped them (the batch layer includes them). The serving layer then
-merges both real layers at the batch high-water mark: answers stay exact while the mark
-moves and after the real-time rows it covers are reconciled, collapsed and retired."""
+watermark are counted by the query that dropped them (the batch layer includes them).
+The serving layer then merges both real layers at the batch high-water mark: answers stay
+exact while the mark moves and after the real-time rows it covers are reconciled,
+collapsed and retired."""
 
 from __future__ import annotations
 
