@@ -59,8 +59,8 @@ def check_format(settings: Settings, views: list[ViewDefinition]) -> None:
         if numbers:
             raise RealtimeFormatError(
                 f"{realtime_table(view)} was written by an earlier speed layer "
-                f"({', '.join(numbers)} are numbers, not sketches): stop the stack and run `lambdalake speed reset`, "
-                "which rebuilds the real-time views from Kafka")
+                f"({', '.join(numbers)} are numbers, not sketches): stop the stack and run "
+                "`lambdalake speed reset`, which rebuilds the real-time views from Kafka")
 
 
 def append_batch(

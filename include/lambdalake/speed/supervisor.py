@@ -43,6 +43,10 @@ class SpeedHealth:
         return f"speed layer {state} (running={self.running}, lag={self.lag}, newest batch {age})"
 
 
+def lag_samples_path(settings: Settings) -> Path:
+    return settings.state_dir / "status" / LAG_SAMPLES_FILE
+
+
 def reset(settings: Settings) -> list[str]:
     """Forget the speed layer's output and progress so it rebuilds the real-time views from
     Kafka (``ingest.starting_offsets``) when it starts next: its checkpoints, real-time
@@ -73,8 +77,7 @@ def reset(settings: Settings) -> list[str]:
         if table_fs.get_file_info(path).type == fs.FileType.Directory:
             directories.append((table_fs, path))
     files = [path for path in (status_path(settings, APP), history_path(settings, APP),
-                               marks_path(settings),
-                               settings.state_dir / "status" / LAG_SAMPLES_FILE)
+                               marks_path(settings), lag_samples_path(settings))
              if path.exists()]
     for directory_fs, path in directories:
         directory_fs.delete_dir(path)
@@ -129,7 +132,8 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
         running = StreamingService(settings, APP).process.pid() is not None
     views = document.get("views", {})
     # views of one query show the same lag: count each query once
-    by_query = {view.get("query", name): int(view.get("lag") or 0) for name, view in views.items()}
+    by_query = {view.get("query", name): int(view.get("lag") or 0)
+                for name, view in views.items()}
     lag = sum(by_query.values()) if views else None
     age = _batch_age(document, now)
     problems = []
@@ -155,7 +159,7 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
 
 def _remember_lag(settings: Settings, lag: int | None, keep: int) -> list[int]:
     """Append ``lag`` to the recent samples (kept in the state dir); return the samples."""
-    path = settings.state_dir / "status" / LAG_SAMPLES_FILE
+    path = lag_samples_path(settings)
     try:
         samples = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
