@@ -5,8 +5,8 @@ Each query reads the events topic, classifies records exactly as ingest does (so
 the same valid events the batch layer will, and a malformed record can never fail it),
 keeps the event types its views read, puts a watermark on event time equal to their
 lateness allowance and drops duplicate ``event_id``s within that watermark. Each
-micro-batch of distinct events is then cached and aggregated once per view, with the view's
-one definition (``aggregate(exact=False)``: the batch's *partial* aggregates, distinct
+micro-batch of distinct events is then collected as Arrow and aggregated once per view from
+the view's one definition (``partials_of``: the batch's *partial* aggregates, distinct
 counts as HyperLogLog sketches; see ``lambdalake.speed.partials``). Views that share a
 lateness allowance share the parsing and the deduplication, and no view keeps aggregation
 state: the only state is the deduplication's, in RocksDB under the query's checkpoint,
@@ -31,10 +31,10 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import kafka_stream
 from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
+from lambdalake.speed.partials import partials_of
 from lambdalake.speed.realtime import append_batch, check_format
 from lambdalake.streaming.progress import QuerySnapshot, query_progress, read_history
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
-from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition, load_views
 
 if TYPE_CHECKING:
@@ -83,15 +83,12 @@ def valid_events(spark: SparkSession, settings: Settings, contracts: ContractReg
 
 def write_partials(events: DataFrame, settings: Settings, views: list[ViewDefinition],
                    app_id: str, batch_id: int) -> None:
-    """Append each view's partial aggregates of one micro-batch of distinct events (read
-    from Kafka once: the batch is cached for the views)."""
-    events.persist()
-    try:
-        for view in views:
-            append_batch(aggregate(events, view, exact=False).toArrow(), settings, view,
-                         app_id, batch_id)
-    finally:
-        events.unpersist()
+    """Append each view's partial aggregates of one micro-batch of distinct events. The
+    batch (the few columns the views read) is collected once, as Arrow, and aggregated
+    there per view: one Spark job per micro-batch instead of one per view."""
+    batch = events.toArrow()
+    for view in views:
+        append_batch(partials_of(batch, view), settings, view, app_id, batch_id)
 
 
 def start_query(

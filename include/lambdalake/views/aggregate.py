@@ -1,16 +1,10 @@
-"""The one aggregation of a view, for both layers.
+"""A view's aggregation in Spark: the batch layer's exact computation.
 
-``aggregate(events, view, exact=True)`` is the batch layer's computation: exact measures,
-distinct counts included. With ``exact=False`` the same definition yields the speed
-layer's *partial aggregates* of one micro-batch: counts, sums, minima and maxima of the
-batch's events, and for a distinct count the batch's HyperLogLog sketch (binary), because
-exact distinct sets cannot be added up across batches. Partial rows of the same key add
-up to the key's value (``lambdalake.speed.partials``). Everything else (window,
-dimensions, filters, the other measures) is the same expression in both layers.
-
-The sketch is Apache DataSketches' (``hll_sketch_agg``), sized from the view's
-``approx_distinct_rsd``, in the format every DataSketches library reads, so the read path
-unions and estimates it without a JVM.
+``aggregate(events, view)`` reads the definition (window, event types, dimensions,
+measures and their filters) and nothing else. The speed layer reads the same definition
+on Arrow, one micro-batch at a time (``lambdalake.speed.partials.partials_of``), where a
+distinct count is a HyperLogLog sketch instead of a count; the convergence tests hold the
+two to the same answers.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
-def measure_column(measure: Measure, view: ViewDefinition, exact: bool) -> Column:
+def measure_column(measure: Measure) -> Column:
     """The aggregate expression of one measure (its event-type filter applied)."""
     from pyspark.sql import functions as F
 
@@ -38,14 +32,12 @@ def measure_column(measure: Measure, view: ViewDefinition, exact: bool) -> Colum
         result = F.min(value)
     elif measure.kind == "max":
         result = F.max(value)
-    elif exact:
-        result = F.count_distinct(value)
     else:
-        result = F.hll_sketch_agg(value, view.sketch_lg_k)
+        result = F.count_distinct(value)
     return result.alias(measure.name)
 
 
-def aggregate(events: DataFrame, view: ViewDefinition, exact: bool = True) -> DataFrame:
+def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:
     """Rows of ``view`` (window_start, window_end, dimensions..., measures...) over ``events``."""
     from pyspark.sql import functions as F
 
@@ -53,7 +45,7 @@ def aggregate(events: DataFrame, view: ViewDefinition, exact: bool = True) -> Da
     return (
         events.where(F.col("event_type").isin(view.event_types))
         .groupBy(window.alias("window"), *view.dimensions)
-        .agg(*(measure_column(m, view, exact) for m in view.measures))
+        .agg(*(measure_column(m) for m in view.measures))
         .select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),

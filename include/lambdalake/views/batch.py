@@ -86,7 +86,7 @@ def compute_slice(
 ) -> DataFrame:
     """The view's rows for [start, end) from bronze at ``bronze_version`` (no lineage)."""
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
-    return aggregate(first_copies(events), view, exact=True)
+    return aggregate(first_copies(events), view)
 
 
 def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame:
@@ -118,7 +118,7 @@ def recompute_views(
     try:
         return [
             write_slice(spark, settings, view, start, end,
-                        with_lineage(aggregate(events, view, exact=True), run_id, bronze_version)
+                        with_lineage(aggregate(events, view), run_id, bronze_version)
                         .repartition("window_start"),  # one file per hour partition
                         bronze_version)
             for view in views
@@ -206,7 +206,7 @@ def build_version(
     bronze_path = settings.table_path(BRONZE_TABLE)
     bronze_version = latest_version(spark, bronze_path)
     events = spark.read.format("delta").option("versionAsOf", bronze_version).load(bronze_path)
-    rows = with_lineage(aggregate(first_copies(events), view, exact=True), run_id, bronze_version)
+    rows = with_lineage(aggregate(first_copies(events), view), run_id, bronze_version)
     path = settings.table_path(physical_table(view.name, version))
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
         .partitionBy("window_start").save(path)

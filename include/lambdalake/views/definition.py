@@ -2,8 +2,10 @@
 
 A definition names the events it reads, its grain (a tumbling event-time window), its
 lateness allowance, its dimensions and its measures. The batch layer and the speed layer
-both derive their aggregation from it (``lambdalake.views.aggregate``), so the two code
-paths cannot drift apart. Definitions are checked against the event contracts when they
+both derive their aggregation from it and from nothing else (in Spark,
+``lambdalake.views.aggregate``; on Arrow, per micro-batch, ``lambdalake.speed.partials``);
+no view's aggregation is written by hand, and tests hold the two readings to the same
+answers. Definitions are checked against the event contracts when they
 load: every column must exist in the events the view reads, and sums, minima and maxima
 need numeric columns.
 
@@ -104,7 +106,7 @@ class ViewDefinition(BaseModel):
 
     @property
     def sketch_lg_k(self) -> int:
-        """log2 of the HLL sketch's buckets (``hll_sketch_agg``'s ``lgConfigK``): the fewest
+        """log2 of the HLL sketch's buckets (DataSketches' ``lg_k``): the fewest
         whose relative standard error, 1.04 / sqrt(buckets) for merged sketches, is within
         ``approx_distinct_rsd`` (0.02: 2^12 buckets, 1.6 %)."""
         return max(4, math.ceil(2 * math.log2(1.04 / self.approx_distinct_rsd)))
