@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 _COMBINE = {"count": "sum", "sum": "sum", "min": "min", "max": "max", "distinct_count": "list"}
 """How the partials of a measure kind combine (an Arrow hash aggregation; ``list``: the
 sketches, unioned afterwards)."""
+_AGGREGATE = {"count": "count", "sum": "sum", "min": "min", "max": "max",
+              "distinct_count": "list"}
+"""How a micro-batch's events aggregate into a partial, by measure kind (``list``: the
+values, sketched afterwards)."""
 _NEWEST = ("window_end", "batch_id", "updated_at")
 """Bookkeeping columns: a merged row keeps the newest value of each."""
 
@@ -67,9 +71,7 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
             counted = pc.is_in(events["event_type"], pa.array(measure.event_types))
             value = pc.if_else(counted, value, pa.scalar(None, value.type))
         columns[measure.name] = value
-    kinds = {"count": "count", "sum": "sum", "min": "min", "max": "max",
-             "distinct_count": "list"}
-    aggregations = [(m.name, kinds[m.kind]) for m in view.measures]
+    aggregations = [(m.name, _AGGREGATE[m.kind]) for m in view.measures]
     grouped = pa.table(columns).group_by(view.key, use_threads=False).aggregate(aggregations)
     start = grouped.column("window_start")
     result = {
@@ -79,7 +81,7 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     }
     fields = [pa.field(name, column.type) for name, column in result.items()]
     for measure in view.measures:
-        combined = grouped.column(f"{measure.name}_{kinds[measure.kind]}")
+        combined = grouped.column(f"{measure.name}_{_AGGREGATE[measure.kind]}")
         if measure.kind == "distinct_count":
             combined = pa.array([sketch_of((v for v in values if v is not None),
                                            view.sketch_lg_k)
