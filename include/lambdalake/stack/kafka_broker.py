@@ -8,6 +8,8 @@ replication and the loss of a broker can be tested for real.
 from __future__ import annotations
 
 import base64
+import socket
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -127,6 +129,29 @@ class KafkaNode:
         self.process.start(self.java_command("kafka.Kafka", str(self.write_config())))
 
 
+def wait_until_bindable(host: str, ports: list[int], timeout: float = 30.0) -> None:
+    """Wait until a listener could bind each port. The stack's test ports are in Linux's
+    ephemeral range, where any outgoing connection may hold one for a while; Kafka would
+    exit on it ("Address already in use")."""
+    deadline = time.monotonic() + timeout
+    for port in ports:
+        while not _bindable(host, port):
+            if time.monotonic() > deadline:
+                raise StackError(f"{host}:{port} is still in use after {timeout:.0f}s; "
+                                 f"see `ss -tanp | grep :{port}`")
+            time.sleep(0.5)
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka's listener
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def new_cluster_id() -> str:
     """A random KRaft cluster id. Like Kafka's own ``Uuid.randomUuid``, never one that starts
     with "-": the storage tool's argument parser would read it as an option."""
@@ -159,6 +184,10 @@ class KafkaCluster:
         cluster_id = self.cluster_id()
         for node in self.nodes:
             node.format_storage(cluster_id)
+            if node.process.pid() is None:
+                wait_until_bindable(self.settings.broker.host, [
+                    self.settings.broker.client_port(node.index),
+                    self.settings.broker.controller_port(node.index)])
             node.start()
         for node in self.nodes:
             node.process.wait_until(
