@@ -126,6 +126,11 @@ class KafkaNode:
         run_checked(command, self.process.log_file)
 
     def start(self) -> None:
+        """Start the node unless it runs, once its listener ports are free."""
+        if self.process.pid() is None:
+            broker = self.settings.broker
+            wait_until_bindable(broker.host, [broker.client_port(self.index),
+                                              broker.controller_port(self.index)])
         self.process.start(self.java_command("kafka.Kafka", str(self.write_config())))
 
 
@@ -184,10 +189,6 @@ class KafkaCluster:
         cluster_id = self.cluster_id()
         for node in self.nodes:
             node.format_storage(cluster_id)
-            if node.process.pid() is None:
-                wait_until_bindable(self.settings.broker.host, [
-                    self.settings.broker.client_port(node.index),
-                    self.settings.broker.controller_port(node.index)])
             node.start()
         for node in self.nodes:
             node.process.wait_until(
