@@ -28,7 +28,7 @@ from lambdalake.stack.process import ManagedProcess
 if TYPE_CHECKING:
     from lambdalake.quality.gate import GateResult
 
-BENCH_ENV = isolated_environment("bench", port_prefix=4)
+BENCH_ENV = isolated_environment("bench", slot=4)
 T = TypeVar("T")
 
 

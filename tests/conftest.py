@@ -12,7 +12,7 @@ import os
 from lambdalake.settings import isolated_environment
 
 TEST_ENVIRONMENT = {
-    **isolated_environment("test", port_prefix=1),
+    **isolated_environment("test", slot=1),
     "LAMBDALAKE_SPARK__SHUFFLE_PARTITIONS": "2",
 }
 for key, value in TEST_ENVIRONMENT.items():

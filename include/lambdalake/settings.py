@@ -420,18 +420,23 @@ class Settings(BaseSettings):
         return f"{self.lake.checkpoint_root.rstrip('/')}/{query}"
 
 
-def isolated_environment(name: str, port_prefix: int) -> dict[str, str]:
+def isolated_environment(name: str, slot: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
-    state dir ``.state/<name>`` and ports ``<port_prefix>9092`` (Kafka), ``<port_prefix>5433``
-    (PostgreSQL), ``<port_prefix>8080`` (Airflow), ``<port_prefix>8000`` (query API); the jars and web assets that setup fetched are shared."""
+    state dir ``.state/<name>`` and the default ports moved to ``2<slot>xxx`` (slot 1:
+    Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000); the jars and web assets
+    that setup fetched are shared. The ports stay below Linux's ephemeral range (32768 and
+    up), so an outgoing connection of a process beside the stack never holds one of them."""
+    if not 1 <= slot <= 9:
+        raise ValueError(f"slot must be 1..9, not {slot}")
+    base = 20_000 + 1_000 * slot
     return {
         "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / name),
         "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
         "LAMBDALAKE_WEB_ASSETS_DIR": str(PROJECT_ROOT / ".state" / "web-assets"),
-        "LAMBDALAKE_BROKER__FIRST_PORT": f"{port_prefix}9092",
-        "LAMBDALAKE_POSTGRES__PORT": f"{port_prefix}5433",
-        "LAMBDALAKE_AIRFLOW__PORT": f"{port_prefix}8080",
-        "LAMBDALAKE_SERVING__PORT": f"{port_prefix}8000",
+        "LAMBDALAKE_BROKER__FIRST_PORT": str(base + 92),
+        "LAMBDALAKE_POSTGRES__PORT": str(base + 433),
+        "LAMBDALAKE_AIRFLOW__PORT": str(base + 80),
+        "LAMBDALAKE_SERVING__PORT": str(base),
     }
 
 

@@ -23,9 +23,9 @@ from lambdalake.stack.kafka_broker import KafkaCluster
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KafkaCluster]:
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in isolated_environment("test-cluster", port_prefix=3).items():
+        for key, value in isolated_environment("test-cluster", slot=3).items():
             patch.setenv(key, value)
-        settings = Settings(broker={"count": 3, "first_port": 39092})
+        settings = Settings(broker={"count": 3})
     kafka = KafkaCluster(settings)
     kafka.start()
     yield kafka
@@ -34,7 +34,7 @@ def cluster() -> Iterator[KafkaCluster]:
 
 def test_three_nodes_replicate_and_survive_one_loss(cluster: KafkaCluster) -> None:
     settings = cluster.settings
-    assert settings.kafka.bootstrap_servers == "127.0.0.1:39092,127.0.0.1:39102,127.0.0.1:39112"
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:23092,127.0.0.1:23102,127.0.0.1:23112"
     assert cluster.live_brokers() == 3
     topic = TopicSettings(
         name=f"test.replicated.{uuid.uuid4().hex[:8]}", partitions=3,

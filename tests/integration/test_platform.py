@@ -32,7 +32,7 @@ from lambdalake.stack.airflow import airflow_executable
 from lambdalake.stack.platform import Platform
 from lambdalake.views.definition import ViewDefinition, load_views
 
-STACK_ENV = isolated_environment("test-platform", port_prefix=2)
+STACK_ENV = isolated_environment("test-platform", slot=2)
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 

@@ -17,12 +17,12 @@ from lambdalake.stack.postgres import Postgres
 def test_a_state_dir_the_server_user_cannot_enter_still_works(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    postgres = Postgres(Settings(state_dir=private / "state", postgres={"port": 35433}))
+    postgres = Postgres(Settings(state_dir=private / "state", postgres={"port": 26433}))
     try:
         postgres.start()
         assert (private / "state" / "postgres" / "data").is_symlink()
         with psycopg2.connect(
-            host="127.0.0.1", port=35433, user="airflow", password=postgres.password,
+            host="127.0.0.1", port=26433, user="airflow", password=postgres.password,
             dbname="airflow",
         ) as connection, connection.cursor() as cursor:
             cursor.execute("SELECT current_user")

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from lambdalake.settings import Settings
+from lambdalake.settings import Settings, isolated_environment
 
 
 def test_paths_default_under_the_state_dir(tmp_path: Path) -> None:
@@ -93,3 +93,22 @@ def test_a_dotenv_file_overrides_defaults_and_the_environment_wins(
     settings = Settings()
     assert settings.spark.master == "spark://from-dotenv:7077"
     assert settings.airflow.port == 7777
+
+
+def test_isolated_stacks_use_distinct_ports_below_the_ephemeral_range() -> None:
+    ephemeral_start = 32768  # Linux's net.ipv4.ip_local_port_range default
+    taken: dict[int, int] = {}
+    for slot in range(1, 10):
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in isolated_environment(f"slot-{slot}", slot).items():
+                patch.setenv(key, value)
+            settings = Settings(broker={"count": 3})
+        ports = [settings.postgres.port, settings.airflow.port, settings.serving.port,
+                 *(port for i in range(3)
+                   for port in (settings.broker.client_port(i), settings.broker.controller_port(i)))]
+        assert max(ports) < ephemeral_start
+        for port in ports:
+            assert taken.setdefault(port, slot) == slot, f"slot {slot} reuses port {port}"
+        assert len(set(ports)) == len(ports)
+    with pytest.raises(ValueError, match="slot"):
+        isolated_environment("eleven", 10)

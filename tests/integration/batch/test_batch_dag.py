@@ -42,7 +42,7 @@ DAG_ID = "lambdalake_batch_views"
 TODAY = datetime.now(UTC).date()
 DAYS = [TODAY - timedelta(days=back) for back in (4, 3, 2)]
 STACK_ENV = {
-    **isolated_environment("test-batch", port_prefix=5),
+    **isolated_environment("test-batch", slot=5),
     "LAMBDALAKE_BATCH__INTERVAL": "1 day",
     "LAMBDALAKE_BATCH__START_DATE": str(TODAY - timedelta(days=1)),  # one scheduled run
     "LAMBDALAKE_BATCH__CATCHUP": "true",
