@@ -7,11 +7,11 @@ import argparse
 
 from lambdalake.settings import get_settings
 from lambdalake.spark import get_spark
-from lambdalake.speed.stream import run, speed_spark_conf
+from lambdalake.speed.stream import run
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--views", nargs="+", help="views to maintain (default: all)")
     args = parser.parse_args()
     settings = get_settings()
-    run(get_spark("speed", settings, speed_spark_conf(settings)), settings, args.views)
+    run(get_spark("speed", settings), settings, args.views)

@@ -131,7 +131,7 @@ def print_layer_freshness(settings: Settings) -> None:
         print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
               f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
               f"{query['dropped_by_watermark_total']} late rows dropped, "
-              f"{query['state_rows']} state rows")
+              f"{query['state_rows']} event ids held")
     views = load_views()
     store, now = SnapshotStore(settings, views), datetime.now(UTC)
     for name in sorted(views):

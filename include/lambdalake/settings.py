@@ -170,10 +170,6 @@ class SpeedSettings(BaseModel):
 
     trigger_interval: str = Field("500 milliseconds", description="micro-batch trigger interval")
     max_offsets_per_trigger: int = Field(100_000, ge=1, description="back-pressure bound")
-    shuffle_partitions: int = Field(
-        1, ge=1, description="state store and aggregation partitions (the state's are fixed "
-        "by a query's first checkpoint)"
-    )
     status_interval_seconds: float = Field(1.0, gt=0, description="how often status is written")
     freshness_sla_seconds: int = Field(
         120, ge=1, description="supervisor: alert when the newest batch is older than this"

@@ -1,4 +1,4 @@
-"""Speed layer logic that needs no JVM: late-row totals, status reading and the
+"""Speed layer logic that needs no JVM: status reading, batch history and the
 supervisor's verdicts."""
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP, LateRows
+from lambdalake.speed.stream import APP
 from lambdalake.speed.supervisor import check_health, ensure_running
 from lambdalake.streaming.progress import (
     consumed_offsets,
-    dropped_by_watermark,
-    history_path,
     read_history,
     write_status,
 )
@@ -24,28 +22,6 @@ from lambdalake.streaming.progress import (
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(state_dir=tmp_path / "state")
-
-
-def test_dropped_rows_of_a_replayed_batch_count_once(settings: Settings) -> None:
-    path = history_path(settings, APP)
-    path.parent.mkdir(parents=True)
-    entries = [
-        {"query": "speed_late_600s", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
-        # the same batch again: replayed after a crash
-        {"query": "speed_late_600s", "run_id": "a", "batch_id": 1, "dropped_by_watermark": 3},
-        {"query": "speed_late_600s", "run_id": "a", "batch_id": 2, "dropped_by_watermark": 4},
-        {"query": "speed_late_3600s", "run_id": "b", "batch_id": 1, "dropped_by_watermark": 5},
-    ]
-    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert LateRows(read_history(settings, APP)).totals() == {"speed_late_600s": 7,
-                                                              "speed_late_3600s": 5}
-
-
-def test_rows_dropped_by_watermark_add_up_over_stateful_operators() -> None:
-    progress = {"stateOperators": [{"numRowsDroppedByWatermark": 2},
-                                   {"numRowsDroppedByWatermark": 5}, {}]}
-    assert dropped_by_watermark(progress) == 7
-    assert dropped_by_watermark({}) == 0
 
 
 def test_an_application_of_several_queries_has_consumed_what_its_slowest_query_has() -> None:
@@ -179,23 +155,21 @@ def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Setting
 
 def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Settings) -> None:
     """While a query idles, Spark reports the id of the next batch with no rows; when that
-    batch then runs with data (and late drops), it must be recorded all the same."""
+    batch then runs with data, it must be recorded all the same."""
     from lambdalake.streaming.progress import QuerySnapshot, record_batches
 
-    def report(batch: int, rows: int, dropped: int = 0) -> dict:
+    def report(batch: int, rows: int) -> dict:
         return {"batchId": batch, "numInputRows": rows, "timestamp": "2026-11-22T13:01:00.000Z",
-                "durationMs": {"triggerExecution": 10},
-                "stateOperators": [{"numRowsDroppedByWatermark": dropped}]}
+                "durationMs": {"triggerExecution": 10}}
 
     recorded: dict[str, int] = {}
-    polls = [[report(2, 500)], [report(3, 0)], [report(3, 0)], [report(3, 800, dropped=40)],
-             [report(3, 800, dropped=40), report(4, 0)]]
+    polls = [[report(2, 500)], [report(3, 0)], [report(3, 0)], [report(3, 800)],
+             [report(3, 800), report(4, 0)]]
     new = [record_batches(settings, APP, [QuerySnapshot("speed_late_600s", "run", True, poll)],
                           recorded) for poll in polls]
     assert [[entry["batch_id"] for entry in batch] for batch in new] == [[2], [], [], [3], []]
     history = read_history(settings, APP)
-    assert [(e["batch_id"], e["dropped_by_watermark"]) for e in history] == [(2, 0), (3, 40)]
-    assert LateRows(history).totals() == {"speed_late_600s": 40}
+    assert [(e["batch_id"], e["input_rows"]) for e in history] == [(2, 500), (3, 800)]
 
 
 def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(

@@ -7,9 +7,9 @@ time of the write, in one Delta commit that also records the batch as the query'
 transaction version (Delta's ``txn`` action: app id = the query's id, version = the batch
 id): a batch replayed after a crash is skipped if it committed, and written once if it did
 not, so every batch's partials are in the table exactly once. A replayed batch holds the
-same events as its first attempt (its offsets and the deduplication state it starts from
-are in the checkpoint), so the views a crash interrupted between two commits get the same
-partials the others got.
+same events as its first attempt (its offsets are in the checkpoint, and the deduplication
+state it starts from is that of the batches before it: ``lambdalake.speed.dedup``), so the
+views a crash interrupted between two commits get the same partials the others got.
 
 The rows of a micro-batch are few (the keys it touched), so they are collected to the
 driver as Arrow and committed with delta-rs: a commit then costs milliseconds, where a

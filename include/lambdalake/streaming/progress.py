@@ -89,12 +89,6 @@ def failures(document: dict[str, Any]) -> list[str]:
     return [f"{d['query']}: {d['error']}" for d in documents if d.get("error")]
 
 
-def dropped_by_watermark(progress: dict[str, Any]) -> int:
-    """Rows a batch's stateful operators dropped because they were older than the watermark."""
-    return sum(int(op.get("numRowsDroppedByWatermark") or 0)
-               for op in progress.get("stateOperators") or [])
-
-
 @dataclass(frozen=True)
 class QuerySnapshot:
     """One read of a query's state: the status document and the batch history are both
@@ -142,7 +136,6 @@ def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
     end = kafka_offsets(source.get("endOffset"))
     latest = kafka_offsets(source.get("latestOffset"))
     lag = {p: latest[p] - end.get(p, 0) for p in latest}
-    operators = progress.get("stateOperators") or []
     return {
         "query": snapshot.name,
         "run_id": snapshot.run_id,
@@ -155,9 +148,6 @@ def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
         "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
-        "watermark": (progress.get("eventTime") or {}).get("watermark"),
-        "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in operators),
-        "state_bytes": sum(int(op.get("memoryUsedBytes") or 0) for op in operators),
         "end_offsets": end,
         "latest_offsets": latest,
         "lag_per_partition": lag,
@@ -175,16 +165,14 @@ def record_batches(
         newest = recorded.get(snapshot.name, -1)
         for progress in snapshot.recent:
             batch = progress["batchId"]
-            dropped = dropped_by_watermark(progress)
             # a report without rows is not recorded, nor taken as seen: while a query idles,
             # Spark reports the id of the *next* batch, which then runs with data
-            if batch <= newest or not (progress["numInputRows"] or dropped):
+            if batch <= newest or not progress["numInputRows"]:
                 continue
             newest = batch
             new.append({
                 "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
                 "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
-                "dropped_by_watermark": dropped,
                 "duration_ms": progress["durationMs"].get("triggerExecution"),
             })
         recorded[snapshot.name] = newest
