@@ -124,7 +124,9 @@ class LakeSettings(BaseModel):
     """Where the Delta tables and streaming checkpoints live (a path or a URI)."""
 
     root: str = Field("", description="Delta tables: a path, file:// or s3a:// URI")
-    checkpoint_root: str = Field("", description="streaming checkpoints (same kinds of URI)")
+    checkpoint_root: str = Field(
+        "", description="streaming checkpoints (same kinds of URI; the speed layer's must be "
+        "local: its deduplication state lives there)")
 
 
 class SparkSettings(BaseModel):

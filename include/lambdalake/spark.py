@@ -40,9 +40,6 @@ def spark_conf(
         "spark.sql.shuffle.partitions": partitions,
         "spark.default.parallelism": partitions,
         "spark.databricks.delta.snapshotPartitions": partitions,
-        "spark.sql.streaming.stateStore.providerClass": (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-        ),
         # streaming drivers read every recent progress report each second (status, batch
         # history); Spark's default keeps 100 per query, all parsed from JSON on each read
         "spark.sql.streaming.numRecentProgressUpdates": "30",

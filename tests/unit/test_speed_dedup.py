@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from lambdalake.speed.dedup import SeenEvents, state_directory
+from lambdalake.speed.dedup import SeenEvents, StateMissingError, state_directory
 from lambdalake.views.definition import ViewDefinition, load_views
 
 START = datetime(2026, 11, 24, 10, tzinfo=UTC)
@@ -76,6 +77,7 @@ def test_a_replayed_batch_counts_what_its_first_attempt_counted(
     assert run(replayed, 1, second) == ["c"]
     assert replayed.status() == seen.status(), "the replay's late rows count once"
     crashed_earlier = SeenEvents(tmp_path, views)  # batch 0 was the last one committed
+    assert crashed_earlier.status() == seen.status(), "restored before the first batch runs"
     assert run(crashed_earlier, 1, second) == ["c"]
     assert run(crashed_earlier, 2, batch(("c", "page_view", START + 20 * MINUTE))) == []
 
@@ -109,8 +111,91 @@ def test_an_empty_micro_batch_changes_nothing(tmp_path: Path, views: list[ViewDe
     assert [p.name for p in tmp_path.iterdir()] == ["000000000000.arrow"]
 
 
-def test_the_state_lives_beside_a_local_checkpoint(tmp_path: Path) -> None:
+def random_stream(rng: random.Random, batches: int) -> list[pa.Table]:
+    """Micro-batches of 0-5 rows: new events up to 25 minutes late, and copies of earlier
+    ones (30 %), event time advancing up to 4 minutes a row."""
+    stream, now, sent = [], 0, []
+    for index in range(batches):
+        rows = []
+        for row in range(rng.choice([0, 1, 2, 5])):
+            now += rng.randint(0, 240)
+            if sent and rng.random() < 0.3:
+                rows.append(rng.choice(sent))
+                continue
+            event = (f"e{index}-{row}", rng.choice(["page_view", "add_to_cart", "purchase"]),
+                     START + timedelta(seconds=now - rng.randint(0, 1500)))
+            sent.append(event)
+            rows.append(event)
+        stream.append(batch(*rows))
+    return stream
+
+
+def counted_with_crashes(directory: Path, views: list[ViewDefinition], stream: list[pa.Table],
+                         rng: random.Random | None) -> tuple[list[list[str]], dict]:
+    """Run ``stream`` as Spark would, restarting the process at random points (``rng``):
+    before a batch's state is recorded (maybe with a half-written file), after it (Spark
+    replays the batch) or after Spark committed it. The ids each batch counted, and the
+    final status."""
+    seen, counted, index = SeenEvents(directory, views), {}, 0
+    while index < len(stream):
+        admission = seen.admit(stream[index], index)
+        counted.setdefault(index, admission.events.column("event_id").to_pylist())
+        assert admission.events.column("event_id").to_pylist() == counted[index], index
+        crash = rng.random() if rng else 1.0
+        if crash < 0.1:
+            (directory / f"{index:012d}.tmp").write_bytes(b"cut short")
+        if crash < 0.2:
+            seen = SeenEvents(directory, views)
+            continue
+        seen.record(admission)
+        if crash < 0.35:
+            seen = SeenEvents(directory, views)  # not committed: batch ``index`` again
+            continue
+        index += 1
+        if crash < 0.5:
+            seen = SeenEvents(directory, views)
+    return [counted[i] for i in range(len(stream))], seen.status()
+
+
+def test_crashes_at_any_point_change_nothing_that_is_counted(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    for seed in range(60):
+        rng = random.Random(seed)
+        stream = random_stream(rng, 40)
+        expected = counted_with_crashes(tmp_path / f"{seed}-clean", views, stream, None)
+        assert counted_with_crashes(tmp_path / f"{seed}", views, stream, rng) == expected, seed
+
+
+def test_without_lateness_a_restart_keeps_the_newest_event_time(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    """With no allowance the batch holding the newest event time passes its own watermark
+    and is forgotten; the watermark must not move back when a replay restores."""
+    no_allowance = [views[0].model_copy(update={"lateness": "0 seconds"})]
+    seen = SeenEvents(tmp_path, no_allowance)
+    run(seen, 0, batch(("a", "page_view", START + 40 * MINUTE)))
+    run(seen, 1, batch(("b", "page_view", START - 10 * MINUTE)))  # late
+    third = batch(("x", "page_view", START + 20 * MINUTE))
+    assert run(seen, 2, third) == []  # batch 0's file is gone now, batch 2 not committed
+    assert run(SeenEvents(tmp_path, no_allowance), 2, third) == []
+
+
+def test_the_state_lives_in_a_local_checkpoint(tmp_path: Path) -> None:
     assert state_directory(str(tmp_path / "speed")) == tmp_path / "speed" / "seen"
     assert state_directory(f"file://{tmp_path}/speed") == tmp_path / "speed" / "seen"
+    assert state_directory(f"file:{tmp_path}/speed") == tmp_path / "speed" / "seen"
     with pytest.raises(ValueError, match="local checkpoint root"):
         state_directory("s3a://bucket/checkpoints/speed")
+
+
+def test_a_checkpoint_with_commits_but_no_state_is_refused(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    (tmp_path / "speed" / "commits").mkdir(parents=True)  # as Spark's deduplication left it
+    with pytest.raises(StateMissingError, match="lambdalake speed reset"):
+        state_directory(str(tmp_path / "speed"))
+    fresh = tmp_path / "fresh"
+    SeenEvents(state_directory(str(fresh)), views)  # a new query: its state from the start
+    (fresh / "commits").mkdir()
+    assert state_directory(str(fresh)) == fresh / "seen"

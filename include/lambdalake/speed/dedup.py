@@ -6,19 +6,22 @@ micro-batches minus the lateness allowance (Spark's watermark rule). A late row 
 counted; it adds one to the late total of every view that reads its event type (exact per
 view), and the batch layer counts it when it recomputes.
 
-Spark's ``dropDuplicatesWithinWatermark`` keeps the same rule, but evicts expired ids by
+Spark's ``dropDuplicatesWithinWatermark`` did this before, but it evicts expired ids by
 scanning its whole state in every micro-batch: measured at 0.4 µs per held id, in one task,
 which at 5,000 events/s and a 10-minute allowance (3 million ids) is over a second per
 micro-batch, and it needs a shuffle into the state's partitions. Here the ids are kept by
 the micro-batch that counted them, and a micro-batch's ids are forgotten together once the
-watermark passes its newest event time (a copy arriving later is late anyway), so eviction
-costs what it evicts.
+watermark passes its newest event time, so eviction costs what it evicts. (Spark expires
+each id by its own event time; the two agree because copies of an event share its
+``occurred_at``: a copy arriving after its id was forgotten is late.)
 
 The state is as durable as the stream's progress. Batch ``N``'s counted ids, its newest
-event time and the running late totals are one Arrow file, ``<directory>/<N>.arrow``,
-written (atomically) after the batch's views are appended and before Spark commits the
-batch. Batch ``N`` always starts from the files of the batches before it, so a batch
-replayed after a crash counts exactly the events its first attempt counted.
+event time, the newest event time so far and the running late totals are one Arrow file,
+``<checkpoint>/seen/<N>.arrow``, written (atomically) after the batch's views are appended
+and before Spark commits the batch. Batch ``N`` always starts from the files of the batches
+before it, and a forgotten batch's file is deleted only once the batch that passed it is
+committed, so a batch replayed after a crash counts exactly the events its first attempt
+counted.
 """
 
 from __future__ import annotations
@@ -32,22 +35,37 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+_BATCH_NEWEST = b"batch_newest_event_time_us"
 _NEWEST = b"newest_event_time_us"
 _LATE = b"late_totals"
 
 
+class StateMissingError(RuntimeError):
+    """A checkpoint has committed batches but no deduplication state beside them."""
+
+
 def state_directory(checkpoint: str) -> Path:
-    """Where a query keeps its deduplication state: beside its Spark checkpoint, which must
+    """Where a query keeps its deduplication state: inside its Spark checkpoint, which must
     be local (a checkpoint reset resets both)."""
-    if "://" in checkpoint and not checkpoint.startswith("file://"):
+    if checkpoint.startswith("file:"):
+        checkpoint = urlparse(checkpoint).path
+    elif "://" in checkpoint:
         raise ValueError(f"the speed layer needs a local checkpoint root, not {checkpoint}")
-    return Path(checkpoint.removeprefix("file://")) / "seen"
+    directory = Path(checkpoint) / "seen"
+    if (Path(checkpoint) / "commits").is_dir() and not directory.is_dir():
+        raise StateMissingError(
+            f"{checkpoint} has committed batches but no deduplication state ({directory}): "
+            "it comes from a speed layer that deduplicated in Spark, and resuming it would "
+            "count recent duplicates again. Stop the stack and run `lambdalake speed reset`."
+        )
+    return directory
 
 
 @dataclass(frozen=True)
@@ -71,7 +89,8 @@ class SeenEvents:
         self.lateness_us = views[0].lateness_seconds * 1_000_000
         self.view_types = {view.name: set(view.event_types) for view in views}
         self._lock = threading.Lock()
-        self._clear(next_batch=-1)  # restored from the files by the first batch
+        self.directory.mkdir(parents=True, exist_ok=True)  # present from the first start on
+        self._restore(None)  # all of it, for the status; the first batch checks its start
 
     def _clear(self, next_batch: int) -> None:
         self._ids: set[str] = set()
@@ -81,39 +100,46 @@ class SeenEvents:
         self._next_batch = next_batch
         self._passed: list[int] = []  # forgotten batches whose files a replay may still need
 
-    def _restore(self, batch_id: int) -> None:
-        """The state before ``batch_id``: the files of earlier batches (later ones are from
-        an attempt that Spark did not commit, so that batch runs again)."""
-        self._clear(next_batch=batch_id)
-        if not self.directory.exists():
-            return
+    def _restore(self, batch_id: int | None) -> None:
+        """The state before ``batch_id`` (``None``: after the last file): the files of
+        earlier batches. Later ones are from an attempt that Spark did not commit, so that
+        batch runs again; a ``.tmp`` file is a write a crash cut short."""
         import pyarrow as pa
 
-        for path in sorted(self.directory.iterdir()):
-            if path.suffix != ".arrow" or int(path.stem) >= batch_id:
-                path.unlink()  # a later or half-written batch (``.tmp``)
+        self._clear(next_batch=-1)
+        for path in sorted(self.directory.glob("*.tmp")):
+            path.unlink()
+        for path in sorted(self.directory.glob("*.arrow")):  # in batch order
+            stored = int(path.stem)
+            if batch_id is not None and stored >= batch_id:
+                path.unlink()
                 continue
             with pa.memory_map(str(path)) as source:
                 table = pa.ipc.open_file(source).read_all()
             metadata = table.schema.metadata
-            ids = table.column("event_id").to_pylist()
-            self._keep(int(path.stem), int(metadata[_NEWEST]), ids)
-            self._late_totals = Counter(json.loads(metadata[_LATE]))  # files come in order
+            self._keep(stored, int(metadata[_BATCH_NEWEST]), table.column("event_id").to_pylist())
+            self._newest_us = int(metadata[_NEWEST])
+            self._late_totals = Counter(json.loads(metadata[_LATE]))
+            self._next_batch = stored + 1
+        if batch_id is not None:
+            self._next_batch = batch_id
         self._forget_passed()
 
     def _keep(self, batch_id: int, newest_us: int, ids: list[str]) -> None:
         self._ids.update(ids)
         self._batches[batch_id] = (newest_us, ids)
         if self._newest_us is None or newest_us > self._newest_us:
-            self._newest_us = newest_us
+            self._newest_us = newest_us  # the running maximum is also in each file
 
     @property
     def watermark_us(self) -> int | None:
         return None if self._newest_us is None else self._newest_us - self.lateness_us
 
     def admit(self, events: pa.Table, batch_id: int) -> Admission:
-        """Split micro-batch ``batch_id`` into the events to count and the late rows; the
-        state changes only when ``record`` keeps the result."""
+        """Split micro-batch ``batch_id`` into the events to count and the late rows. The
+        ids it counts are kept only by ``record``; before that, the state is brought to
+        where this batch starts (after a restart or for a replay), and the files of batches
+        forgotten before it, all committed now, are deleted."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -148,13 +174,15 @@ class SeenEvents:
         batches the watermark has passed."""
         import pyarrow as pa
 
-        totals = Counter({view: self._late_totals[view] + admission.late[view]
-                          for view in self.view_types})
+        totals = Counter({view: 0 for view in self.view_types} | self._late_totals)
+        totals.update(admission.late)
         if admission.newest_us is not None:  # a batch with rows: written, even if all late
-            self.directory.mkdir(parents=True, exist_ok=True)
+            newest = (admission.newest_us if self._newest_us is None
+                      else max(admission.newest_us, self._newest_us))
             table = pa.table({"event_id": pa.array(admission.counted_ids, pa.string())})
             table = table.replace_schema_metadata({
-                _NEWEST: str(admission.newest_us), _LATE: json.dumps(totals)})
+                _BATCH_NEWEST: str(admission.newest_us), _NEWEST: str(newest),
+                _LATE: json.dumps(totals)})
             path = self.directory / f"{admission.batch_id:012d}.arrow"
             partial = path.with_suffix(".tmp")
             with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
