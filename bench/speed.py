@@ -82,15 +82,23 @@ def _records(settings: Settings, expected: int) -> Iterator[Record]:
         consumer.close()
 
 
+KEEP_EVERY_BATCH = {"spark.sql.streaming.minBatchesToRetain": "1000000"}
+"""Spark keeps the offsets of the last 100 batches by default; a freshness run maps every
+record to the batch that consumed it, so it keeps them all."""
+
+
 def _batch_ends(checkpoint: Path, topic: str) -> dict[int, list[tuple[int, int]]]:
     """Per partition, sorted (end offset, batch id) of every batch in the checkpoint."""
     ends: dict[int, list[tuple[int, int]]] = {}
-    for path in (checkpoint / "offsets").iterdir():
-        if not path.name.isdigit():
-            continue
-        offsets = json.loads(path.read_text().splitlines()[2])[topic]
-        for partition, end in offsets.items():
-            ends.setdefault(int(partition), []).append((int(end), int(path.name)))
+    batches = [int(path.name) for path in (checkpoint / "offsets").iterdir()
+               if path.name.isdigit()]
+    if min(batches) != 0:  # a purged batch's records would count as the next one's
+        raise RuntimeError(f"{checkpoint}: the offset log starts at batch {min(batches)}; "
+                           "Spark purged earlier batches (spark.sql.streaming.minBatchesToRetain)")
+    for batch in batches:
+        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
+        for partition, end in json.loads(lines[2])[topic].items():
+            ends.setdefault(int(partition), []).append((int(end), batch))
     return {p: sorted(v) for p, v in ends.items()}
 
 
@@ -172,6 +180,7 @@ def _stop(run: Settings) -> None:
 def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     run = fresh_run(settings, f"speed{rate}")
     run.speed.trigger_interval = "0 seconds"
+    run.spark.extra_conf = {**run.spark.extra_conf, **KEEP_EVERY_BATCH}
     views = load_views()
     _start(run)
     producer = EventProducer(run.kafka, run.kafka.events_topic.name, **{"linger.ms": 5})
