@@ -87,5 +87,5 @@ def run(spark: SparkSession, settings: Settings) -> None:
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     run_until_stopped(settings, QUERY_NAME, [query],
-                      lambda snapshots, _new: query_progress(snapshots[0]),
+                      lambda snapshots: query_progress(snapshots[0]),
                       settings.ingest.status_interval_seconds)

@@ -138,6 +138,6 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
     print(f"speed: {len(queries)} queries started ({described}), pid {os.getpid()}", flush=True)
     run_until_stopped(
         settings, APP, queries,
-        lambda snapshots, _new: status_document(chosen, snapshots, seen, os.getpid()),
+        lambda snapshots: status_document(chosen, snapshots, seen, os.getpid()),
         settings.speed.status_interval_seconds,
     )

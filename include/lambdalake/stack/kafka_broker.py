@@ -135,9 +135,9 @@ class KafkaNode:
 
 
 def wait_until_bindable(host: str, ports: list[int], timeout: float = 30.0) -> None:
-    """Wait until a listener could bind each port. The stack's test ports are in Linux's
-    ephemeral range, where any outgoing connection may hold one for a while; Kafka would
-    exit on it ("Address already in use")."""
+    """Wait until a listener could bind each port: a broker that is still shutting down, or
+    any other socket, may hold one for a while, and Kafka would exit on it ("Address already
+    in use")."""
     deadline = time.monotonic() + timeout
     for port in ports:
         while not _bindable(host, port):

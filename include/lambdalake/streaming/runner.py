@@ -39,13 +39,13 @@ def run_until_stopped(
     settings: Settings,
     app: str,
     queries: Sequence[StreamingQuery],
-    status: Callable[[list[QuerySnapshot], list[dict[str, Any]]], dict[str, Any]],
+    status: Callable[[list[QuerySnapshot]], dict[str, Any]],
     interval: float,
 ) -> None:
     """Run until every query has stopped; raise if one failed.
 
-    ``status`` turns one snapshot of the queries, and the batches it recorded, into the
-    status document.
+    ``status`` turns one snapshot of the queries into the status document; the batches
+    the snapshot shows are appended to the batch history.
     """
     stop: list[float] = []  # when each stop signal arrived
 
@@ -58,8 +58,8 @@ def run_until_stopped(
 
     def report() -> None:
         snapshots = [QuerySnapshot.of(query, recorded.get(query.name, -1)) for query in queries]
-        write_status(settings, app, status(snapshots, record_batches(settings, app, snapshots,
-                                                                     recorded)))
+        record_batches(settings, app, snapshots, recorded)
+        write_status(settings, app, status(snapshots))
 
     last_status = 0.0
     try:
