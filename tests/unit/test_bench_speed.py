@@ -1,13 +1,21 @@
-"""The speed benchmark's bookkeeping: which batch consumed a record."""
+"""The speed benchmark's bookkeeping: which batch consumed a record, and the lag."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from bench.speed import _batch_ends
+from bench.common import Result, consumption
+from bench.speed import (
+    LAG_GROWTH_LIMIT,
+    _batch_ends,
+    lag_after_batches,
+    lag_growth,
+    sustained_rate,
+)
 
 
 def offset_log(checkpoint: Path, batches: dict[int, dict[str, int]]) -> None:
@@ -29,3 +37,57 @@ def test_a_purged_offset_log_is_refused(tmp_path: Path) -> None:
     offset_log(tmp_path, {54: {"0": 900}, 55: {"0": 950}})
     with pytest.raises(RuntimeError, match="starts at batch 54"):
         _batch_ends(tmp_path, "topic")
+
+
+def finished(checkpoint: Path, batch: int, at: float) -> None:
+    """Spark's commit log entry of ``batch``, written at ``at``."""
+    (checkpoint / "commits").mkdir(exist_ok=True)
+    entry = checkpoint / "commits" / str(batch)
+    entry.write_text("v1\n{}")
+    os.utime(entry, (at, at))
+
+
+def test_the_lag_after_each_batch_is_what_was_produced_minus_what_was_consumed(
+    tmp_path: Path,
+) -> None:
+    """Two partitions from offsets 10 and 0; one record created per second from t=100."""
+    offset_log(tmp_path, {0: {"0": 12, "1": 1}, 1: {"0": 14, "1": 3}, 2: {"0": 20, "1": 5}})
+    finished(tmp_path, 0, 104.5)  # 5 created, 3 consumed
+    finished(tmp_path, 1, 107.5)  # 8 created, 7 consumed
+    # batch 2 never finished: no lag is known after it
+    created = [100.0 + second for second in range(20)]
+    assert lag_after_batches(tmp_path, "topic", created, {0: 10, 1: 0}) == [
+        (104.5, 2), (107.5, 1)]
+
+
+def test_batches_outside_the_produced_interval_are_left_out(tmp_path: Path) -> None:
+    """Before the first record and after the last the lag says nothing about keeping up."""
+    offset_log(tmp_path, {0: {"0": 0}, 1: {"0": 1}, 2: {"0": 3}})
+    for batch, at in enumerate((99.0, 100.5, 130.0)):
+        finished(tmp_path, batch, at)
+    assert lag_after_batches(tmp_path, "topic", [100.0, 101.0, 102.0], {0: 0}) == [(100.5, 0)]
+
+
+def test_lag_growth_is_the_slope_of_the_lag() -> None:
+    assert lag_growth([(0.0, 100), (1.0, 100), (2.0, 100)]) == 0
+    assert lag_growth([(0.0, 0), (1.0, 250), (2.0, 500), (3.0, 750)]) == pytest.approx(250)
+    with pytest.raises(ValueError, match="too few"):
+        lag_growth([(0.0, 1)])
+
+
+def consumption_at(rate: int, consumed: float, growth: float) -> Result:
+    result = consumption("speed", rate, rate, int(consumed * 300), 300)
+    result.details.update({"offered_rate": rate, "seconds_offered": 300,
+                           "lag_growth_per_second": growth, "lag_max": 10,
+                           "sustained": growth <= LAG_GROWTH_LIMIT * rate})
+    return result
+
+
+def test_the_sustained_rate_is_the_highest_rate_whose_lag_did_not_grow() -> None:
+    runs = [consumption_at(1_000, 1_000, 0.5), consumption_at(5_000, 4_990, 20),
+            consumption_at(10_000, 9_000, 1_000), consumption_at(20_000, 9_500, 10_000)]
+    result = sustained_rate(runs)
+    assert result.value == 5_000
+    assert result.name.startswith("speed sustained rate (300 s per rate")
+    assert result.details["10,000/s"]["sustained"] is False
+    assert sustained_rate(runs[2:]).value == 0

