@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+HUGE_METHODS_COMPILED = "-XX:-DontCompileHugeMethods"
+
+
 def spark_conf(
     app_name: str, settings: Settings, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -44,6 +47,12 @@ def spark_conf(
         # history); Spark's default keeps 100 per query, all parsed from JSON on each read
         "spark.sql.streaming.numRecentProgressUpdates": "30",
         "spark.driver.memory": spark.driver_memory,
+        # Whole-stage code generation compiles a stage into one method; the classification
+        # stage's is larger than HotSpot's 8,000-byte limit for JIT compilation, so it ran
+        # interpreted (the top of every profile of ingest and speed); measured 33 % less
+        # time for classifying 100,000 records with the limit lifted
+        "spark.driver.extraJavaOptions": HUGE_METHODS_COMPILED,
+        "spark.executor.extraJavaOptions": HUGE_METHODS_COMPILED,
         "spark.driver.host": spark.driver_host,
         "spark.driver.bindAddress": spark.driver_host,
         "spark.ui.enabled": str(spark.ui_enabled).lower(),

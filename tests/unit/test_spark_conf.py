@@ -32,3 +32,11 @@ def test_master_and_tuning_come_from_settings(tmp_path: Path) -> None:
     assert conf["spark.executor.memory"] == "1g"
     assert conf["spark.sql.shuffle.partitions"] == "3"  # per-job overrides win
     assert conf["spark.ui.enabled"] == "false"
+
+
+def test_huge_generated_methods_are_jit_compiled(tmp_path: Path) -> None:
+    """The classification stage's generated method is larger than HotSpot's limit for JIT
+    compilation; without the flag it runs interpreted, in the driver and executors alike."""
+    conf = spark_conf("speed", settings_with_jars(tmp_path))
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"

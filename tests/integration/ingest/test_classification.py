@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+import time
 from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry, encode_event
@@ -13,7 +15,7 @@ from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
@@ -99,3 +101,38 @@ def test_valid_only_keeps_the_valid_records_and_parses_each_record_once(
     assert plan.count("parsejson") == 1, "the filter was pushed below classify's projections"
     plain = classified.where("quarantine_reason IS NULL").select("offset", "event_id")
     assert plain._jdf.queryExecution().executedPlan().toString().lower().count("parsejson") > 1
+
+
+def test_a_stream_of_valid_records_compiles_its_code_once(
+    spark: SparkSession, settings: Settings, tmp_path: Path
+) -> None:
+    """Each micro-batch runs the code compiled for the first: compiling the classification
+    stage again per batch cost the speed layer hundreds of milliseconds and a JIT warm-up."""
+    from pyspark.sql import functions as F
+
+    event = next(TrafficGenerator(TrafficProfile(count=1, seed=5, start_time=NOW)).records())
+    records = spark.readStream.format("rate").option("rowsPerSecond", 200).load().select(
+        F.lit(b"k").alias("key"), F.lit(event.value).alias("value"), F.lit("t").alias("topic"),
+        F.lit(0).alias("partition"), F.col("value").alias("offset"), "timestamp",
+        F.lit(0).alias("timestampType"))
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics  # noqa: SLF001
+    compiled: list[int] = []
+
+    def run_batch(batch: DataFrame, _batch_id: int) -> None:
+        before = compilations.METRIC_COMPILATION_TIME().getCount()
+        batch.toArrow()
+        compiled.append(compilations.METRIC_COMPILATION_TIME().getCount() - before)
+
+    query = (valid_only(classify(records, ContractRegistry(), settings.ingest))
+             .writeStream.foreachBatch(run_batch)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 180
+        while len(compiled) < 6:
+            assert time.monotonic() < deadline and query.isActive, query.exception()
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert compiled[0] > 0  # the first batch compiles (the metric counts)
+    assert compiled[2:6] == [0, 0, 0, 0]
