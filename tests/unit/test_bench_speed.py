@@ -10,9 +10,9 @@ import pytest
 
 from bench.common import Result, consumption
 from bench.speed import (
-    LAG_GROWTH_LIMIT,
     _batch_ends,
     lag_after_batches,
+    lag_figures,
     lag_growth,
     sustained_rate,
 )
@@ -68,26 +68,48 @@ def test_batches_outside_the_produced_interval_are_left_out(tmp_path: Path) -> N
     assert lag_after_batches(tmp_path, "topic", [100.0, 101.0, 102.0], {0: 0}) == [(100.5, 0)]
 
 
-def test_lag_growth_is_the_slope_of_the_lag() -> None:
+def test_lag_growth_is_the_slope_of_the_lag_after_the_ramp() -> None:
     assert lag_growth([(0.0, 100), (1.0, 100), (2.0, 100)]) == 0
     assert lag_growth([(0.0, 0), (1.0, 250), (2.0, 500), (3.0, 750)]) == pytest.approx(250)
-    with pytest.raises(ValueError, match="too few"):
-        lag_growth([(0.0, 1)])
+    # the first tenth (the lag rising to its steady level) is not growth
+    ramp = [(0.0, 0), (0.5, 5_000), *((float(t), 5_000) for t in range(1, 11))]
+    assert lag_growth(ramp) == 0
 
 
-def consumption_at(rate: int, consumed: float, growth: float) -> Result:
+def test_too_few_batches_give_no_growth_and_no_sustained_verdict() -> None:
+    assert lag_growth([]) is None
+    assert lag_growth([(0.0, 1)]) is None
+    figures = lag_figures([[(0.0, 5), (1.0, 5)], [(0.0, 7)]], offered=1_000)
+    assert figures == {"lag_growth_per_second": None, "lag_max": 7, "lag_samples": 1,
+                       "sustained": False}
+
+
+def test_the_slowest_query_decides() -> None:
+    steady = [(float(t), 100) for t in range(10)]
+    growing = [(float(t), 100 + 20 * t) for t in range(10)]
+    figures = lag_figures([steady, growing], offered=1_000)
+    assert figures["lag_growth_per_second"] == pytest.approx(20)
+    assert figures["sustained"] is False  # 20/s > 1 % of 1,000/s
+
+
+def consumption_at(rate: int, consumed: float, sustained: bool) -> Result:
     result = consumption("speed", rate, rate, int(consumed * 300), 300)
     result.details.update({"offered_rate": rate, "seconds_offered": 300,
-                           "lag_growth_per_second": growth, "lag_max": 10,
-                           "sustained": growth <= LAG_GROWTH_LIMIT * rate})
+                           "lag_growth_per_second": 0 if sustained else 100, "lag_max": 10,
+                           "lag_samples": 50, "sustained": sustained})
     return result
 
 
-def test_the_sustained_rate_is_the_highest_rate_whose_lag_did_not_grow() -> None:
-    runs = [consumption_at(1_000, 1_000, 0.5), consumption_at(5_000, 4_990, 20),
-            consumption_at(10_000, 9_000, 1_000), consumption_at(20_000, 9_500, 10_000)]
+def test_the_sustained_rate_is_the_highest_rate_kept_up_with_as_every_lower_one() -> None:
+    runs = [consumption_at(20_000, 9_500, False), consumption_at(1_000, 1_000, True),
+            consumption_at(5_000, 4_990, True), consumption_at(10_000, 9_000, False)]
     result = sustained_rate(runs)
     assert result.value == 5_000
     assert result.name.startswith("speed sustained rate (300 s per rate")
     assert result.details["10,000/s"]["sustained"] is False
-    assert sustained_rate(runs[2:]).value == 0
+    assert list(result.details) == ["1,000/s", "5,000/s", "10,000/s", "20,000/s"]
+    # a lower rate that failed caps the verdict, whatever a higher one did
+    noisy = [consumption_at(1_000, 1_000, True), consumption_at(5_000, 4_000, False),
+             consumption_at(10_000, 10_000, True)]
+    assert sustained_rate(noisy).value == 1_000
+    assert sustained_rate(runs[:1]).value == 0

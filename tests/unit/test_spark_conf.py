@@ -34,9 +34,15 @@ def test_master_and_tuning_come_from_settings(tmp_path: Path) -> None:
     assert conf["spark.ui.enabled"] == "false"
 
 
-def test_huge_generated_methods_are_jit_compiled(tmp_path: Path) -> None:
+def test_huge_generated_methods_are_jit_compiled_whatever_java_options_are_added(
+    tmp_path: Path,
+) -> None:
     """The classification stage's generated method is larger than HotSpot's limit for JIT
-    compilation; without the flag it runs interpreted, in the driver and executors alike."""
-    conf = spark_conf("speed", settings_with_jars(tmp_path))
-    assert conf["spark.driver.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
-    assert conf["spark.executor.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    compilation; without the flag it runs interpreted, in the driver and executors alike.
+    A user's own extraJavaOptions come after it instead of replacing it."""
+    settings = settings_with_jars(
+        tmp_path, spark={"extra_conf": {"spark.driver.extraJavaOptions": "-Xss4m"}})
+    conf = spark_conf("speed", settings)
+    assert conf["spark.driver.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    assert conf["spark.executor.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"

@@ -181,7 +181,7 @@ def record_batches(
             new.append({
                 "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
                 "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
-                "duration_ms": progress["durationMs"].get("triggerExecution"),
+                "duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
             })
         recorded[snapshot.name] = newest
     if new:
