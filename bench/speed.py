@@ -21,7 +21,7 @@ Baseline: a bare consumer draining the same topic.
 Beside each freshness run: how many records per second the speed layer consumed against
 the offered rate, whether its lag grew (the lag after each micro-batch = records produced
 by the time its commit log entry was written - records it had consumed; the least-squares
-slope over the run, held to 1 % of the offered rate), and the memory (idle, peak) and
+slope after the run's first tenth, held to 1 % of the offered rate), and the memory (idle, peak) and
 cores of each process of the stack. The sustained rate is the highest offered rate whose
 run (5 minutes in the full profile) kept the lag from growing.
 """
@@ -114,18 +114,19 @@ def lag_after_batches(checkpoint: Path, topic: str, created: list[float],
     records created by the time the batch's commit log entry was written, minus records
     consumed from ``start`` (per partition) up to the batch's end offsets. ``created`` is
     sorted."""
-    ends = _batch_ends(checkpoint, topic)
+    ends_of: dict[int, dict[int, int]] = {}  # batch -> partition -> end offset
+    for partition, batches in _batch_ends(checkpoint, topic).items():
+        for end, batch in batches:
+            ends_of.setdefault(batch, {})[partition] = end
     samples = []
-    for batch in sorted({b for partition in ends.values() for _, b in partition}):
+    for batch, ends in sorted(ends_of.items()):
         commit = checkpoint / "commits" / str(batch)
         if not commit.is_file():  # the batch did not finish
             continue
         finished = commit.stat().st_mtime
         if not created[0] <= finished <= created[-1]:
             continue
-        consumed = sum(max(0, end - start.get(partition, 0))
-                       for partition, batches in ends.items()
-                       for end, b in batches if b == batch)
+        consumed = sum(max(0, end - start.get(partition, 0)) for partition, end in ends.items())
         samples.append((finished, bisect.bisect_right(created, finished) - consumed))
     return samples
 
