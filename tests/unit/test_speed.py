@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,6 +18,11 @@ from lambdalake.streaming.progress import (
     read_history,
     write_status,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lambdalake.views.definition import ViewDefinition
 
 
 @pytest.fixture
@@ -120,37 +126,100 @@ def test_under_a_container_orchestrator_the_supervisor_only_checks(settings: Set
     assert check_health(settings, now).healthy  # running elsewhere: the fresh status says so
 
 
-def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Settings) -> None:
+def page_traffic_partials(view: ViewDefinition) -> pa.Table:
+    """One key's partials, as Spark's toArrow hands them over (timestamps in the session's
+    time zone)."""
     from datetime import UTC, datetime
 
     import pyarrow as pa
-    from deltalake import DeltaTable
 
     from lambdalake.speed.partials import sketch_of
-    from lambdalake.speed.realtime import append_batch, realtime_table
-    from lambdalake.views.definition import load_views
 
-    view = load_views()["page_traffic"]
     hour = datetime(2026, 11, 20, 10, tzinfo=UTC)
-    # as Spark's toArrow hands them over: timestamps in the session's time zone
-    rows = pa.table({
+    return pa.table({
         "window_start": pa.array([hour], pa.timestamp("us", tz="Etc/UTC")),
         "window_end": pa.array([hour.replace(hour=11)], pa.timestamp("us", tz="Etc/UTC")),
         "page": ["/a"], "views": pa.array([3], pa.int64()),
         "unique_users": pa.array([sketch_of(["u1", "u2"], view.sketch_lg_k)]),
         "unique_sessions": pa.array([sketch_of(["s1", "s2"], view.sketch_lg_k)]),
     })
-    assert append_batch(rows, settings, view, "query-1", 0)
-    assert not append_batch(rows, settings, view, "query-1", 0)  # replayed after a crash
-    assert not append_batch(rows.slice(0, 0), settings, view, "query-1", 1)  # nothing touched
-    assert append_batch(rows, settings, view, "query-1", 2)
-    assert append_batch(rows, settings, view, "query-2", 0)  # a new query id: a new sequence
+
+
+def test_a_micro_batch_lands_once_however_often_it_is_replayed(settings: Settings) -> None:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from lambdalake.speed.realtime import RealtimeTable, realtime_table
+    from lambdalake.views.definition import load_views
+
+    view = load_views()["page_traffic"]
+    rows = page_traffic_partials(view)
+    stream = RealtimeTable(settings, view)
+    assert stream.append(rows, "query-1", 0)
+    assert not stream.append(rows, "query-1", 0)  # replayed after a crash
+    assert not RealtimeTable(settings, view).append(rows, "query-1", 0)  # ... and a restart
+    assert not stream.append(rows.slice(0, 0), "query-1", 1)  # nothing touched
+    assert stream.append(rows, "query-1", 2)
+    assert stream.append(rows, "query-2", 0)  # a new query id: a new sequence
     table = DeltaTable(settings.table_path(realtime_table(view)))
     assert table.transaction_version("query-1") == 2
     written = table.to_pyarrow_table()
     assert sorted(written["batch_id"].to_pylist()) == [0, 0, 2]
     assert written.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
     assert table.metadata().partition_columns == ["window_start"]
+
+
+def test_an_open_realtime_table_sees_what_others_committed_before_it_appends(
+    settings: Settings,
+) -> None:
+    """The speed layer keeps each table open between micro-batches, while the serving step
+    retires rows and (after a restart) another process may have committed a batch."""
+    from deltalake import DeltaTable
+
+    from lambdalake.speed.realtime import RealtimeTable, realtime_table
+    from lambdalake.views.definition import load_views
+
+    view = load_views()["page_traffic"]
+    rows = page_traffic_partials(view)
+    stream = RealtimeTable(settings, view)
+    assert stream.append(rows, "query-1", 0)  # creates the table
+    assert stream.append(rows, "query-1", 1)  # opens it
+    uri = settings.table_path(realtime_table(view))
+    DeltaTable(uri).delete("batch_id = 0")  # the serving step retires a window
+    assert RealtimeTable(settings, view).append(rows, "query-1", 2)  # another writer
+    assert not stream.append(rows, "query-1", 2)  # seen: batch 2 committed elsewhere
+    assert stream.append(rows, "query-1", 3)
+    table = DeltaTable(uri)
+    assert sorted(table.to_pyarrow_table()["batch_id"].to_pylist()) == [1, 2, 3]
+    assert table.transaction_version("query-1") == 3
+
+
+def test_an_append_that_loses_a_race_with_a_retirement_is_retried(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltalake import DeltaTable
+
+    from lambdalake.speed.realtime import RealtimeTable, realtime_table
+    from lambdalake.views.definition import load_views
+
+    view = load_views()["page_traffic"]
+    rows = page_traffic_partials(view)
+    stream = RealtimeTable(settings, view)
+    assert stream.append(rows, "query-1", 0) and stream.append(rows, "query-1", 1)
+    uri = settings.table_path(realtime_table(view))
+    DeltaTable(uri).delete("batch_id = 0")  # lands between the catch-up and the commit:
+    catch_up, missed = DeltaTable.update_incremental, []
+
+    def too_early(table: DeltaTable) -> None:
+        if not missed:
+            missed.append(table.version())
+            return
+        catch_up(table)
+
+    monkeypatch.setattr(DeltaTable, "update_incremental", too_early)
+    assert stream.append(rows, "query-1", 2)
+    assert missed
+    assert sorted(DeltaTable(uri).to_pyarrow_table()["batch_id"].to_pylist()) == [1, 2]
 
 
 def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Settings) -> None:

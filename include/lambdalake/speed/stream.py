@@ -15,7 +15,7 @@ restarts. The Spark side is one stateless job per micro-batch.
 
 Late rows are counted per view (a row counts for every view that reads its event type) and
 reported in the status; the batch layer includes those events. Rows reach Delta through
-``realtime.append_batch``, exactly once per micro-batch and view.
+``realtime.RealtimeTable``, exactly once per micro-batch and view.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from lambdalake.ingest.validation import classify, valid_only
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.partials import partials_of
-from lambdalake.speed.realtime import append_batch, check_format
+from lambdalake.speed.realtime import RealtimeTable, check_format
 from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -73,14 +73,14 @@ def valid_events(spark: SparkSession, settings: Settings, contracts: ContractReg
     return valid_only(classify(records, contracts, settings.ingest))
 
 
-def write_partials(events: DataFrame, settings: Settings, views: list[ViewDefinition],
-                   seen: SeenEvents, app_id: str, batch_id: int) -> None:
+def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEvents,
+                   app_id: str, batch_id: int) -> None:
     """Append each view's partial aggregates of one micro-batch's newly seen, timely events.
     The batch (the few columns the views read) is collected once, as Arrow, deduplicated
     and aggregated there per view: one Spark job per micro-batch."""
     admission = seen.admit(events.toArrow(), batch_id)
-    for view in views:
-        append_batch(partials_of(admission.events, view), settings, view, app_id, batch_id)
+    for table in tables:
+        table.append(partials_of(admission.events, table.view), app_id, batch_id)
     seen.record(admission)  # after the appends: a replay starts from the state before them
 
 
@@ -89,11 +89,12 @@ def start_query(
     contracts: ContractRegistry, seen: SeenEvents,
 ) -> StreamingQuery:
     app_ids: list[str] = []
+    tables = [RealtimeTable(settings, view) for view in views]
 
     def write(events: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
-        write_partials(events, settings, views, seen, app_ids[0], batch_id)
+        write_partials(events, tables, seen, app_ids[0], batch_id)
 
     return (
         view_events(valid_events(spark, settings, contracts), views)

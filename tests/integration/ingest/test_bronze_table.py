@@ -10,7 +10,7 @@ from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import (
     BRONZE_TABLE, QUARANTINE_TABLE, append_once, bronze_rows, compact_closed_partitions,
-    read_bronze_interval, with_provenance, write_micro_batch,
+    read_bronze_interval, stored_rows, with_ingest_time, write_micro_batch,
 )
 from lambdalake.settings import Settings
 
@@ -47,8 +47,9 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     batch = classify(kafka_batch(spark, [page_view("a", on_time), page_view("b", late), b"{"], 0),
                      contracts, lake.ingest)
     # a crash between the two commits: bronze has batch 0, quarantine does not
-    append_once(bronze_rows(with_provenance(batch), contracts), lake.table_path(BRONZE_TABLE),
-                "event_date", "test-app", 0)
+    stamped = with_ingest_time(stored_rows(batch, contracts), ARRIVAL)
+    append_once(bronze_rows(stamped, contracts), lake.table_path(BRONZE_TABLE), "event_date",
+                "test-app", 0)
     for _ in range(2):  # the replay, and one more for good measure
         write_micro_batch(batch, lake, contracts, "test-app", batch_id=0)
     bronze = spark.read.format("delta").load(lake.table_path(BRONZE_TABLE))
@@ -69,3 +70,21 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     removed = compact_closed_partitions(spark, lake, before=ARRIVAL.date())
     assert removed >= 4
     assert spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).count() == 5
+
+
+def test_what_a_micro_batch_caches_is_planned_alike_at_any_time(
+    spark: SparkSession, settings: Settings
+) -> None:
+    """The cached stage holds the classification. A streaming query's current time is a new
+    literal in every micro-batch: inside that stage, it made Spark compile about 5,000 lines
+    of generated Java again for each batch."""
+    import time
+
+    contracts = ContractRegistry()
+    batch = classify(kafka_batch(spark, [page_view("a", ARRIVAL), b"{"], 0), contracts,
+                     settings.ingest)
+    plans = []
+    for _ in range(2):
+        plans.append(stored_rows(batch, contracts)._jdf.queryExecution().optimizedPlan())
+        time.sleep(0.01)
+    assert plans[0].sameResult(plans[1])
