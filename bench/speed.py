@@ -23,7 +23,9 @@ the offered rate, whether its lag grew (the lag after each micro-batch = records
 by the time its commit log entry was written - records it had consumed; the least-squares
 slope after the run's first tenth, held to 1 % of the offered rate), and the memory (idle, peak) and
 cores of each process of the stack. The sustained rate is the highest offered rate whose
-run (5 minutes in the full profile) kept the lag from growing.
+run (5 minutes in the full profile) kept the lag from growing. Ingest runs as the stack runs
+it, at a lower CPU priority (``ingest.niceness``); its lag is measured the same way and
+reported beside the speed layer's (``ingest``), since it may fall behind while CPU is short.
 """
 
 from __future__ import annotations
@@ -289,8 +291,10 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     created = sorted(record[2] for record in records)
     lags = [lag_after_batches(Path(run.checkpoint_path(name)), topic, created, start)
             for name in {query_name(view) for view in views.values()}]
+    ingest_lag = lag_after_batches(Path(run.checkpoint_path(INGEST)), topic, created, start)
     kept_up.details.update({"offered_rate": rate, "seconds_offered": seconds,
-                            **lag_figures(lags, offered)})
+                            **lag_figures(lags, offered),
+                            "ingest": lag_figures([ingest_lag], offered)})
     results = [
         kept_up,
         Result(name=f"speed layer CPU at {rate:,} events/s (ingest beside it)",
@@ -363,7 +367,7 @@ def sustained_rate(consumptions: list[Result]) -> Result:
         unit="events/s", value=sustained, goal=">= 20,000 events/s sustained for 5 minutes",
         details={f"{r.details['offered_rate']:,}/s": {
             key: r.details[key]
-            for key in ("lag_growth_per_second", "lag_max", "lag_samples", "sustained")
+            for key in ("lag_growth_per_second", "lag_max", "lag_samples", "sustained", "ingest")
         } | {"consumed_per_second": round(r.value)} for r in runs},
     )
 

@@ -164,6 +164,10 @@ class IngestSettings(BaseModel):
     max_event_age_days: int = Field(7, ge=1, description="older event time: quarantined")
     max_future_skew_seconds: int = Field(300, ge=0, description="newer event time: quarantined")
     status_interval_seconds: float = Field(5.0, gt=0, description="how often status is written")
+    niceness: int = Field(
+        10, ge=0, le=19, description="CPU priority below the speed layer's (Linux nice): "
+        "when CPU is short ingest yields, and catches up from Kafka later"
+    )
 
 
 class SpeedSettings(BaseModel):

@@ -96,7 +96,8 @@ def consumption_at(rate: int, consumed: float, sustained: bool) -> Result:
     result = consumption("speed", rate, rate, int(consumed * 300), 300)
     result.details.update({"offered_rate": rate, "seconds_offered": 300,
                            "lag_growth_per_second": 0 if sustained else 100, "lag_max": 10,
-                           "lag_samples": 50, "sustained": sustained})
+                           "lag_samples": 50, "sustained": sustained,
+                           "ingest": {"lag_max": 200_000, "sustained": False}})
     return result
 
 
@@ -107,6 +108,7 @@ def test_the_sustained_rate_is_the_highest_rate_kept_up_with_as_every_lower_one(
     assert result.value == 5_000
     assert result.name.startswith("speed sustained rate (300 s per rate")
     assert result.details["10,000/s"]["sustained"] is False
+    assert result.details["5,000/s"]["ingest"]["lag_max"] == 200_000  # reported, not judged
     assert list(result.details) == ["1,000/s", "5,000/s", "10,000/s", "20,000/s"]
     # a lower rate that failed caps the verdict, whatever a higher one did
     noisy = [consumption_at(1_000, 1_000, True), consumption_at(5_000, 4_000, False),

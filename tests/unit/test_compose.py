@@ -121,6 +121,9 @@ def test_the_streaming_applications_are_services_the_runtime_restarts(
     speed = substituted(environment(compose, "speed"))
     assert Settings().speed.process_manager == "stack"  # the local stack's default
     assert speed["LAMBDALAKE_SPEED__PROCESS_MANAGER"] == "container"  # the supervisor only checks
+    # as the local stack's ingest.niceness: ingest yields CPU to the speed layer
+    assert compose["services"]["ingest"]["cpu_shares"] < compose["services"]["speed"].get(
+        "cpu_shares", 1024)
 
 
 def test_the_query_api_serves_the_shared_lake_on_its_setting_port(

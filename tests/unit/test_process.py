@@ -26,6 +26,23 @@ def test_start_is_idempotent_and_stop_takes_the_whole_group(tmp_path: Path) -> N
     assert process.stop() is False
 
 
+def test_a_lower_priority_reaches_the_process_and_what_it_starts_later(tmp_path: Path) -> None:
+    process = ManagedProcess("background", tmp_path / "run")
+    pid = process.start([sys.executable, "-c", "import subprocess, sys, time; time.sleep(0.5); "
+                         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+                         " time.sleep(60)"], niceness=7)
+    try:
+        deadline = time.monotonic() + 10
+        while len(process.members()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [member.nice() for member in process.members()] == [7, 7]
+        autogroup = Path(f"/proc/{pid}/autogroup")
+        if autogroup.exists():  # Linux shares CPU out per session: the session's share too
+            assert autogroup.read_text().split()[-1] == "7"
+    finally:
+        process.stop(timeout=5)
+
+
 def test_a_reused_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
     process = ManagedProcess("ghost", tmp_path / "run")
     process.run_dir.mkdir(parents=True)

@@ -25,6 +25,21 @@ class StackError(RuntimeError):
     """A component of the local stack failed; the message names it and its log file."""
 
 
+def lower_priority(pid: int, niceness: int) -> None:
+    """Give a process just started (before it starts threads or children, which inherit
+    it) the nice value ``niceness``, and its session too where Linux shares CPU time out
+    per session (autogroup): there a process's own nice value only ranks it against its
+    session's other processes, and every stack process has a session of its own. Where the
+    session's share cannot be changed (no autogroup, or not permitted), the process's nice
+    value is what there is."""
+    niceness = max(niceness, os.getpriority(os.PRIO_PROCESS, pid))  # never raise it
+    os.setpriority(os.PRIO_PROCESS, pid, niceness)
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
+    except OSError:  # no autogroup here, or not permitted
+        pass
+
+
 @dataclass(frozen=True)
 class ManagedProcess:
     """One named process of the stack, with its pid file and log file under ``run_dir``."""
@@ -46,8 +61,10 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         as_user: Mapping[str, Any] | None = None,
+        niceness: int = 0,
     ) -> int:
-        """Start ``command`` detached from this process, unless it is already running."""
+        """Start ``command`` detached from this process, unless it is already running;
+        ``niceness`` > 0 lowers its CPU priority (``lower_priority``)."""
         running = self.pid()
         if running is not None:
             return running
@@ -66,6 +83,8 @@ class ManagedProcess:
                 start_new_session=True,
                 **(as_user or {}),
             )
+        if niceness:
+            lower_priority(popen.pid, niceness)
         created = psutil.Process(popen.pid).create_time()
         self.pid_file.write_text(json.dumps({"pid": popen.pid, "create_time": created}))
         return popen.pid

@@ -31,11 +31,16 @@ def app_process(settings: Settings, app: str) -> ManagedProcess:
 
 
 def start_app_process(settings: Settings, app: str) -> int:
-    """Start ``spark_jobs/<app>.py`` detached with these settings (a no-op if it runs)."""
+    """Start ``spark_jobs/<app>.py`` detached with these settings (a no-op if it runs).
+
+    Ingest runs at a lower CPU priority than the speed layer: the speed layer's answers are
+    the platform's freshest, while ingest's table feeds an hourly batch layer and its input
+    waits safely in Kafka."""
     return app_process(settings, app).start(
         [sys.executable, str(job_path(app))],
         env={**os.environ, **settings.to_environment()},
         cwd=PROJECT_ROOT,
+        niceness=settings.ingest.niceness if app == "ingest" else 0,
     )
 
 
