@@ -158,11 +158,10 @@ class _RealtimeRows:
         self.version = version
         return version, self.rows
 
-
     def _add(self, new_rows: pa.Table) -> None:
         """Combine new partial rows into the held values. Only the keys they touch are merged
-        and estimated again: every real-time commit brings a few, and re-merging all held
-        keys cost the API half a core at 1,000 events/s."""
+        and estimated again: every real-time commit brings a few, and re-merging every held
+        key (each sketch estimated in Python) took 0.4 s for 60,000 keys."""
         if self.partials is None or self.rows is None:
             self.partials = merge_partials(new_rows, self.view)
             self.rows = by_window(with_estimates(self.partials, self.view))

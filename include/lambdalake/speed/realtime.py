@@ -2,15 +2,15 @@
 
 Each micro-batch of the speed layer yields, for every (window, dimensions) key it touched,
 the partial aggregates of that batch's events (``lambdalake.speed.partials``: a key's value
-is its rows combined). ``append_batch`` appends them, stamped with the batch id and the
+is its rows combined). ``RealtimeTable.append`` appends them, stamped with the batch id and the
 time of the write, in one Delta commit that also records the batch as the query's
 transaction version (Delta's ``txn`` action: app id = the query's id, version = the batch
 id): a batch replayed after a crash is skipped if it committed, and written once if it did
-not, so every batch's partials are in the table exactly once. ``RealtimeTable`` does it for
-one view, keeping the table's log loaded between micro-batches. A replayed batch holds the
-same events as its first attempt (its offsets are in the checkpoint, and the deduplication
-state it starts from is that of the batches before it: ``lambdalake.speed.dedup``), so the
-views a crash interrupted between two commits get the same partials the others got.
+not, so every batch's partials are in the table exactly once (the table stays open between
+micro-batches). A replayed batch holds the same events as its first attempt (its offsets
+are in the checkpoint, and the deduplication state it starts from is that of the batches
+before it: ``lambdalake.speed.dedup``), so the views a crash interrupted between two
+commits get the same partials the others got.
 
 The rows of a micro-batch are few (the keys it touched), so they are collected to the
 driver as Arrow and committed with delta-rs: a commit then costs milliseconds, where a
