@@ -22,6 +22,25 @@ def delta_rs_uri(path: str) -> str:
     return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
 
 
+class FollowedTable:
+    """One Delta table, followed across versions: opened once, then brought up to date with
+    the commits made since (opening it by path replays up to a hundred commit files)."""
+
+    def __init__(self, path: str) -> None:
+        self.uri = delta_rs_uri(path)
+        self.table: DeltaTable | None = None
+
+    def refresh(self) -> int | None:
+        """The table's newest version, or None while it does not exist."""
+        if self.table is None:
+            if not DeltaTable.is_deltatable(self.uri):
+                return None
+            self.table = DeltaTable(self.uri)
+        else:
+            self.table.update_incremental()
+        return self.table.version()
+
+
 def read_rows(path: str, schema: pa.Schema) -> list[dict]:
     """Every row of the table at ``path`` as dicts (none when it does not exist yet)."""
     uri = delta_rs_uri(path)

@@ -31,9 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-from deltalake import DeltaTable
 
-from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.lake.bookkeeping import FollowedTable, delta_rs_uri
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import realtime_table
@@ -95,29 +94,11 @@ def quoted(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-class _DeltaReader:
-    """One Delta table, followed across versions (the log is read incrementally)."""
-
-    def __init__(self, path: str) -> None:
-        self.uri = delta_rs_uri(path)
-        self.table: DeltaTable | None = None
-
-    def refresh(self) -> int | None:
-        """The table's newest version, or None while it does not exist."""
-        if self.table is None:
-            if not DeltaTable.is_deltatable(self.uri):
-                return None
-            self.table = DeltaTable(self.uri)
-        else:
-            self.table.update_incremental()
-        return self.table.version()
-
-
 class _SmallTable:
     """A bookkeeping table's rows, re-read only when its version moved."""
 
     def __init__(self, path: str) -> None:
-        self.reader = _DeltaReader(path)
+        self.reader = FollowedTable(path)
         self.version: int | None = None
         self.rows: list[dict[str, Any]] = []
 
@@ -134,7 +115,7 @@ class _RealtimeRows:
 
     def __init__(self, settings: Settings, view: ViewDefinition) -> None:
         self.view = view
-        self.reader = _DeltaReader(settings.table_path(realtime_table(view)))
+        self.reader = FollowedTable(settings.table_path(realtime_table(view)))
         self.version: int | None = None
         self.files: set[str] = set()
         self.partials: pa.Table | None = None  # one (combined) partial row per key
@@ -196,7 +177,7 @@ class _ViewReader:
         self.settings = settings
         self.view = view
         self.realtime = _RealtimeRows(settings, view)
-        self.batch_reader: _DeltaReader | None = None
+        self.batch_reader: FollowedTable | None = None
         self.batch_key: tuple[int, int | None] | None = None
         self.batch_rows: pa.Table | None = None
 
@@ -212,7 +193,7 @@ class _ViewReader:
     def _refresh_batch(self, view_version: int) -> int | None:
         path = self.settings.table_path(physical_table(self.view.name, view_version))
         if self.batch_reader is None or self.batch_reader.uri != delta_rs_uri(path):
-            self.batch_reader, self.batch_key, self.batch_rows = _DeltaReader(path), None, None
+            self.batch_reader, self.batch_key, self.batch_rows = FollowedTable(path), None, None
         delta_version = self.batch_reader.refresh()
         if (view_version, delta_version) != self.batch_key:
             table = self.batch_reader.table

@@ -27,14 +27,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.lake.bookkeeping import FollowedTable, delta_rs_uri
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import distinct_measures, merge_partials, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake import DeltaTable
 
 
 def realtime_table(view: ViewDefinition | str) -> str:
@@ -80,19 +79,7 @@ class RealtimeTable:
 
     def __init__(self, settings: Settings, view: ViewDefinition) -> None:
         self.view = view
-        self.uri = delta_rs_uri(settings.table_path(realtime_table(view)))
-        self._table: DeltaTable | None = None
-
-    def latest(self) -> DeltaTable | None:
-        """The table at its newest version; None while it does not exist."""
-        from deltalake import DeltaTable
-
-        if self._table is None:
-            if DeltaTable.is_deltatable(self.uri):
-                self._table = DeltaTable(self.uri)
-        else:
-            self._table.update_incremental()
-        return self._table
+        self.followed = FollowedTable(settings.table_path(realtime_table(view)))
 
     def append(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
         """Append ``rows`` as batch ``batch_id`` of ``app_id``, exactly once per (app_id,
@@ -111,13 +98,13 @@ class RealtimeTable:
         rows = utc_timestamps(
             rows.append_column("updated_at", pa.array([now] * rows.num_rows, now.type)))
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            table = self.latest()
+            table = self.followed.table if self.followed.refresh() is not None else None
             committed = table.transaction_version(app_id) if table is not None else None
             if committed is not None and committed >= batch_id:
                 return False
             try:
                 write_deltalake(
-                    table if table is not None else self.uri, rows, mode="append",
+                    table if table is not None else self.followed.uri, rows, mode="append",
                     partition_by=["window_start"], commit_properties=CommitProperties(
                         app_transactions=[Transaction(app_id, batch_id)]),
                 )
