@@ -8,11 +8,19 @@ backfill runs publishing at once) are blind appends, which Delta commits without
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
+from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import CommitFailedError, DeltaError, DeltaProtocolError
+from deltalake.fs import DeltaStorageHandler
 
 _ATTEMPTS = 5
 
@@ -29,6 +37,7 @@ class FollowedTable:
     def __init__(self, path: str) -> None:
         self.uri = delta_rs_uri(path)
         self.table: DeltaTable | None = None
+        self._filesystem: pafs.FileSystem | None = None
 
     def refresh(self) -> int | None:
         """The table's newest version, or None while it does not exist."""
@@ -39,6 +48,49 @@ class FollowedTable:
         else:
             self.table.update_incremental()
         return self.table.version()
+
+    def data_files(self) -> dict[str, dict[str, Any]]:
+        """The current version's data files (paths from the table's root), each with its
+        partition values: what ``read`` takes."""
+        assert self.table is not None, "refresh() first"
+        actions = pa.table(self.table.get_add_actions(flatten=True))
+        partitions = {name: name.removeprefix("partition.") for name in actions.column_names
+                      if name.startswith("partition.")}
+        files = actions.select(["path", *partitions]).rename_columns(
+            ["path", *partitions.values()])
+        return {unquote(row.pop("path")): row for row in files.to_pylist()}
+
+    def read(self, files: dict[str, dict[str, Any]]) -> pa.Table:
+        """The rows of some of the table's ``data_files``, partition columns included.
+
+        A follower reads only the files it has not seen: a dataset of the whole table
+        (``to_pyarrow_dataset``) builds a statistics expression per file, 157 ms for a
+        real-time table of 109 files, where a few files' fragments cost milliseconds."""
+        assert self.table is not None, "refresh() first"
+        unreadable = {"columnMapping", "deletionVectors"} & set(
+            self.table.protocol().reader_features or ())
+        if unreadable:  # file by file, these would read wrong rows: refuse
+            raise DeltaProtocolError(f"{self.uri} uses {sorted(unreadable)}: not readable "
+                                     "file by file")
+        if self._filesystem is None:
+            self._filesystem = pafs.PyFileSystem(DeltaStorageHandler(self.uri))
+        schema = pa.schema(self.table.schema().to_arrow())
+        file_format = pads.ParquetFileFormat()
+        fragments = [file_format.make_fragment(
+            path, filesystem=self._filesystem,
+            partition_expression=_partition_condition(values, schema),
+        ) for path, values in files.items()]
+        return pads.FileSystemDataset(fragments, schema, file_format,
+                                      self._filesystem).to_table()
+
+
+def _partition_condition(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:
+    """A file's partition values as the condition its rows meet (how a fragment knows the
+    columns its file does not store)."""
+    conditions = [pc.field(name).is_null() if value is None
+                  else pc.field(name) == pa.scalar(value, schema.field(name).type)
+                  for name, value in values.items()]
+    return functools.reduce(operator.and_, conditions, pc.scalar(True))
 
 
 def read_rows(path: str, schema: pa.Schema) -> list[dict]:

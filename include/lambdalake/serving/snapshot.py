@@ -30,7 +30,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from lambdalake.lake.bookkeeping import FollowedTable, delta_rs_uri
 from lambdalake.settings import Settings
@@ -125,17 +124,13 @@ class _RealtimeRows:
         version = self.reader.refresh()
         if version is None or version == self.version:
             return self.version, self.rows
-        assert self.reader.table is not None
-        dataset = self.reader.table.to_pyarrow_dataset()
-        fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
-        if not self.files <= fragments.keys():  # files were retired or compacted: start over
+        files = self.reader.data_files()
+        if not self.files <= files.keys():  # files were retired or compacted: start over
             self.files, self.partials, self.rows = set(), None, None
-        added = [fragment for path, fragment in fragments.items() if path not in self.files]
+        added = {path: condition for path, condition in files.items() if path not in self.files}
         if added:
-            self._add(pads.FileSystemDataset(
-                added, dataset.schema, dataset.format, dataset.filesystem
-            ).to_table())
-        self.files = set(fragments)
+            self._add(self.reader.read(added))
+        self.files = set(files)
         self.version = version
         return version, self.rows
 
