@@ -89,8 +89,10 @@ def gate_seconds(results: list[GateResult]) -> dict[str, float]:
     return {result.subject: round(result.seconds, 2) for result in results}
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q``-th percentile of ``ordered`` (sorted once by the caller: a run at
+    20,000 events/s has six million delays, and sorting them for every percentile took
+    minutes)."""
     if not ordered:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -128,15 +130,17 @@ def bench_environment(kafka: bool = True) -> Iterator[Settings]:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95),
-            "p99": percentile(values, 99), "max": max(values) if values else float("nan"),
+    ordered = sorted(values)
+    return {"p50": percentile(ordered, 50), "p95": percentile(ordered, 95),
+            "p99": percentile(ordered, 99), "max": ordered[-1] if ordered else float("nan"),
             "mean": statistics.fmean(values) if values else float("nan"), "n": len(values)}
 
 
 def distribution(values: list[float]) -> list[list[float]]:
     """[percentile, value] pairs that draw ``values``' distribution (finer in the tail)."""
     points = [*range(0, 90, 5), *range(90, 99), 99, 99.5, 99.9, 100]
-    return [[q, percentile(values, q)] for q in points]
+    ordered = sorted(values)
+    return [[q, percentile(ordered, q)] for q in points]
 
 
 def consumption(app: str, rate: int, offered: float, records: int, seconds: float) -> Result:
