@@ -13,10 +13,11 @@ snapshot or not at all.
 Views are aggregates (a row per window and dimension values), so both layers fit in memory
 and a query never touches storage. Both layers' rows are kept sorted by ``window_start``,
 so a query hands DuckDB only the rows of its time range (``rows_between``: two binary
-searches, a zero-copy slice) instead of scanning the whole view. ``SnapshotStore`` refreshes the snapshots; it reads
-only what changed: bookkeeping tables and the batch view when their Delta version moved,
-and of the real-time table only the files added since the last refresh (it re-reads the
-whole table when files were removed, i.e. after the serving DAG retired or compacted).
+searches, a zero-copy slice) instead of scanning the whole view. ``SnapshotStore``
+refreshes the snapshots; it reads only what changed: bookkeeping tables and the batch view
+when their Delta version moved, and of the real-time table only the files added since the
+last refresh (``FollowedTable.read``; it re-reads the whole table when files were removed,
+i.e. after the serving DAG retired or compacted).
 """
 
 from __future__ import annotations
