@@ -128,7 +128,7 @@ class _RealtimeRows:
         files = self.reader.data_files()
         if not self.files <= files.keys():  # files were retired or compacted: start over
             self.files, self.partials, self.rows = set(), None, None
-        added = {path: condition for path, condition in files.items() if path not in self.files}
+        added = {path: values for path, values in files.items() if path not in self.files}
         if added:
             self._add(self.reader.read(added))
         self.files = set(files)
