@@ -26,7 +26,7 @@ from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.process import ManagedProcess
 
 if TYPE_CHECKING:
-    from lambdalake.quality.gate import GateResult
+    from lambdalake.quality.verdict import GateResult
 
 BENCH_ENV = isolated_environment("bench", slot=4)
 T = TypeVar("T")

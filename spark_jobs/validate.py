@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from lambdalake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from lambdalake.quality.gate import GateResult
+    from lambdalake.quality.verdict import GateResult
 
 
 def utc(text: str) -> datetime:
@@ -81,8 +81,8 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
     from lambdalake.quality.baseline import usual_row_count
-    from lambdalake.quality.gate import (
-        GATE_SPARK_CONF,
+    from lambdalake.quality.gate import GATE_SPARK_CONF
+    from lambdalake.quality.slices import (
         validate_bronze_slice,
         validate_quarantine_slice,
         validate_view_slice,

@@ -50,7 +50,7 @@ def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
-    from lambdalake.stack.platform import Platform
+    from lambdalake.operations.platform import Platform
 
     platform = Platform(settings)
     seconds = platform.up()
@@ -71,7 +71,7 @@ def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
-    from lambdalake.stack.platform import Platform
+    from lambdalake.operations.platform import Platform
 
     stopped = Platform(settings).down()
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -79,7 +79,7 @@ def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_clean(settings: Settings, _args: argparse.Namespace) -> int:
-    from lambdalake.stack.platform import Platform
+    from lambdalake.operations.platform import Platform
 
     Platform(settings).clean()
     print(f"stopped the stack and removed {settings.state_dir}")
@@ -87,7 +87,8 @@ def cmd_clean(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.stack.platform import Platform
+    from lambdalake.operations.platform import Platform
+    from lambdalake.operations.status import print_layer_freshness
 
     rows = Platform(settings).status()
     if args.json:
@@ -103,51 +104,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if all(r.running for r in rows) else 3
 
 
-def print_layer_freshness(settings: Settings) -> None:
-    """Each layer's progress: ingest and speed from their status, batch and serving from
-    Delta; then the supervisor's alerts of the last hour."""
-    from datetime import UTC, datetime
-
-    from lambdalake.ingest.stream import QUERY_NAME as INGEST
-    from lambdalake.serving.freshness import view_freshness
-    from lambdalake.serving.snapshot import SnapshotStore
-    from lambdalake.speed.stream import APP as SPEED
-    from lambdalake.speed.supervisor import recent_alerts
-    from lambdalake.streaming.progress import failures, read_status
-    from lambdalake.views.definition import load_views
-
-    ingest = read_status(settings, INGEST)
-    if ingest:
-        age = time.time() - ingest["written_at"]
-        rate = ingest.get("processed_rows_per_second") or 0
-        print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
-              f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
-    speed_status = read_status(settings, SPEED) or {}
-    for failure in failures(ingest or {}) + failures(speed_status):
-        print(f"FAILED {failure}")
-    speed = speed_status.get("views", {})
-    for view, query in speed.items():
-        rate = query.get("processed_rows_per_second") or 0
-        print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
-              f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
-              f"{query['dropped_by_watermark_total']} late rows dropped, "
-              f"{query['state_rows']} event ids held")
-    views = load_views()
-    store, now = SnapshotStore(settings, views), datetime.now(UTC)
-    for name in sorted(views):
-        fresh = view_freshness(store.get(name), speed.get(name, {}), now)
-        realtime = ("no real-time rows" if fresh["realtime_age_seconds"] is None
-                    else f"newest real-time row {fresh['realtime_age_seconds']:.0f}s old")
-        print(f"serving {name}: batch up to {fresh['high_water_mark']} "
-              f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
-              f"v{fresh['batch_view_version']}), {realtime}")
-    for alert in recent_alerts(settings, within_seconds=3600):
-        print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
-              + "".join(f"\n  {problem}" for problem in alert["problems"]))
-
-
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.demo import run_demo
+    from lambdalake.operations.demo import run_demo
 
     run_demo(settings, args.traffic, args.seed)
     return 0
@@ -281,9 +239,9 @@ def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
 
     service = StreamingService(settings, args.command)
     if args.action == "reset":
-        from lambdalake.speed.supervisor import reset
+        from lambdalake.operations.reset import reset_speed_layer
 
-        removed = reset(settings)
+        removed = reset_speed_layer(settings)
         print(f"speed layer reset: removed {len(removed)} paths "
               f"({', '.join(removed) or 'nothing to remove'}); it rebuilds on its next start")
     if args.action in ("stop", "restart"):

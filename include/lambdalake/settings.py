@@ -24,6 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lambdalake.timeutil import duration_seconds
+
 PROJECT_ROOT: Path = Path(__file__).resolve().parents[2]
 """The repository checkout (``include/lambdalake/settings.py`` is two levels below it)."""
 
@@ -222,15 +224,11 @@ class BatchSettings(BaseModel):
     @field_validator("interval")
     @classmethod
     def _is_duration(cls, value: str) -> str:
-        from lambdalake.views.definition import duration_seconds
-
         duration_seconds(value)
         return value
 
     @property
     def interval_seconds(self) -> int:
-        from lambdalake.views.definition import duration_seconds
-
         return duration_seconds(self.interval)
 
     @property

@@ -10,7 +10,7 @@ import pytest
 
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.kafka_broker import KafkaCluster
-from lambdalake.stack.platform import Platform
+from lambdalake.operations.platform import Platform
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -29,7 +29,7 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.airflow import airflow_executable
-from lambdalake.stack.platform import Platform
+from lambdalake.operations.platform import Platform
 from lambdalake.views.definition import ViewDefinition, load_views
 
 STACK_ENV = isolated_environment("test-platform", slot=2)

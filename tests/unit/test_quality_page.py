@@ -10,7 +10,7 @@ import pytest
 from fastapi import Header, HTTPException
 from fastapi.testclient import TestClient
 
-from lambdalake.quality.gate import ExpectationOutcome, GateResult
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.quality.history import record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.settings import Settings

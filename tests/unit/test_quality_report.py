@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lambdalake.cli import build_parser, cmd_quality
-from lambdalake.quality.gate import ExpectationOutcome, GateResult
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.quality.history import record
 from lambdalake.quality.report import per_layer
 from lambdalake.settings import Settings

@@ -12,14 +12,8 @@ import pytest
 import yaml
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.quality.gate import (
-    ExpectationOutcome,
-    GateFailed,
-    GateResult,
-    enforce,
-    interpret,
-    raised_exception,
-)
+from lambdalake.quality.gate import interpret, raised_exception
+from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.suites import (
     INTERVAL_END,

@@ -75,7 +75,7 @@ def test_the_lag_of_a_query_counts_once_however_many_views_it_maintains(
 def test_a_query_that_failed_is_reported_with_its_cause(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.cli import print_layer_freshness
+    from lambdalake.operations.status import print_layer_freshness
 
     now = float(int(time.time()))
     document = status(lag=0, batch_age=1, now=now)
@@ -103,7 +103,7 @@ def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> Non
 def test_alerts_of_the_last_hour_are_what_status_shows(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.cli import print_layer_freshness
+    from lambdalake.operations.status import print_layer_freshness
     from lambdalake.speed.supervisor import alerts_path, recent_alerts, record_alert
 
     record_alert(settings, "real-time quality gate failed", ["gate realtime funnel: FAILED"])
@@ -251,7 +251,7 @@ def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(
     from deltalake import DeltaTable, write_deltalake
 
     from lambdalake.speed.realtime import RealtimeFormatError, check_format, realtime_table
-    from lambdalake.speed.supervisor import reset
+    from lambdalake.operations.reset import reset_speed_layer
     from lambdalake.streaming.service import app_process
     from lambdalake.views.definition import load_views
 
@@ -271,13 +271,13 @@ def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(
     process.pid_file.write_text(json.dumps(
         {"pid": os.getpid(), "create_time": psutil.Process().create_time()}))
     with pytest.raises(RuntimeError, match="stop speed first"):
-        reset(settings)
+        reset_speed_layer(settings)
     assert DeltaTable.is_deltatable(table), "nothing removed while it runs"
 
     process.pid_file.unlink()
-    removed = reset(settings)
+    removed = reset_speed_layer(settings)
     assert sorted(Path(p).name for p in removed) == [
         "realtime_page_traffic", "speed.json", "speed_late_600s", "speed_page_traffic"]
     assert sorted(p.name for p in checkpoints.iterdir()) == ["ingest"]
     assert not DeltaTable.is_deltatable(table)
-    assert reset(settings) == []  # nothing left to remove
+    assert reset_speed_layer(settings) == []  # nothing left to remove

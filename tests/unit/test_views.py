@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lambdalake.views.definition import VIEWS_DIR, ViewError, duration_seconds, load_views
+from lambdalake.timeutil import duration_seconds
+from lambdalake.views.definition import VIEWS_DIR, ViewError, load_views
 
 
 def test_the_default_views_load_and_check_against_the_contracts() -> None:

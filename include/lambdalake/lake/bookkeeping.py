@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,15 +19,22 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError, DeltaProtocolError
+from deltalake.exceptions import DeltaError, DeltaProtocolError
 from deltalake.fs import DeltaStorageHandler
 
-_ATTEMPTS = 5
+from lambdalake.lake.commits import retry_on_conflict
 
 
 def delta_rs_uri(path: str) -> str:
     """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass unchanged."""
     return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
+
+
+def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem a lake path lives on, and the path within it (local paths made
+    absolute; ``s3a://`` read as ``s3://``)."""
+    uri = delta_rs_uri(path)
+    return pafs.FileSystem.from_uri(uri if "://" in uri else Path(uri).resolve().as_uri())
 
 
 class FollowedTable:
@@ -117,17 +124,14 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> int:
     nothing, so the append is simply tried again.
     """
     uri = delta_rs_uri(path)
-    for attempt in range(_ATTEMPTS):
-        try:
-            if not DeltaTable.is_deltatable(uri):
-                DeltaTable.create(uri, schema=schema, mode="ignore")
-            write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
-            return DeltaTable(uri).version()
-        except CommitFailedError:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+
+    def create_and_append() -> int:
+        if not DeltaTable.is_deltatable(uri):
+            DeltaTable.create(uri, schema=schema, mode="ignore")
+        write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
+        return DeltaTable(uri).version()
+
+    return retry_on_conflict(create_and_append, pause_seconds=0.05)
 
 
 def compact(path: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from lambdalake.orchestration.spark_jobs import run_spark_job
 from lambdalake.settings import Settings
+from lambdalake.timeutil import iso_utc, parse_utc
 
 RESULT_PREFIX = "result "
 
@@ -118,7 +119,7 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
         path = settings.table_path(physical_table(built["view"], built["view_version"]))
         run_spark_job("validate", [
             "--layer", "batch", "--views", built["view"], "--table-path", path,
-            "--start", _iso_text(built["start"]), "--end", _iso_text(built["end"]),
+            "--start", iso_utc(parse_utc(built["start"])), "--end", iso_utc(parse_utc(built["end"])),
             "--run-id", plan.run_id])
 
 
@@ -152,20 +153,8 @@ def parse_results(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def _parse_utc(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone; write it like 2026-11-20T10:00:00Z")
-    return moment.astimezone(UTC)
-
-
-def _iso_text(text: str) -> str:
-    """A time as a Spark job printed it, in the form the entry points take."""
-    moment = _parse_utc(text)
-    assert moment is not None
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if text is None else parse_utc(text)
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if moment is None else iso_utc(moment)

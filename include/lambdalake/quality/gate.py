@@ -29,7 +29,10 @@ second pass over the failing expectations collects observed values and a few sam
 unexpected values (``BASIC``; ``COMPLETE`` for a SQL check, whose rows are the samples).
 A passing gate never pays for samples.
 
->>> result = validate_view_slice(spark, settings, view, path, start, end)   # doctest: +SKIP
+The slices come from ``lambdalake.quality.slices``; the verdict is a ``GateResult``
+(``lambdalake.quality.verdict``, which needs no GX).
+
+>>> result = validate_view_frame(frame, view, start, end)   # doctest: +SKIP
 >>> enforce(result)                     # raises GateFailed listing what failed   # doctest: +SKIP
 """
 
@@ -37,23 +40,15 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import great_expectations as gx  # the package's __init__ silenced GX analytics first
-import numpy as np
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
-    QUARANTINE_TABLE,
-    count_bronze_arrivals,
-    read_bronze_interval,
-    read_quarantine_arrivals,
 )
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.suites import (
@@ -62,11 +57,9 @@ from lambdalake.quality.suites import (
     check_name,
     derived_columns,
     interval_parameters,
-    quarantine_max_rows,
-    quarantine_suite,
     view_suite,
 )
-from lambdalake.settings import Settings
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult, did_not_run, json_ready
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
@@ -75,7 +68,7 @@ if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import (
         ExpectationValidationResult,
     )
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 SAMPLE_SIZE = 5
 """Sample unexpected values (or rows) kept per failing expectation."""
@@ -90,129 +83,6 @@ _SQL_CHECK = "unexpected_rows_expectation"
 _GX = threading.local()
 
 
-@dataclass(frozen=True)
-class ExpectationOutcome:
-    """One expectation that failed (or could not be evaluated)."""
-
-    check: str                      # stable name from the suite, e.g. "not_null:page"
-    expectation: str                # GX expectation type
-    column: str | None              # the column, or "a,b" for several
-    severity: str                   # "critical" | "warning"
-    rule: str = ""                  # why the expectation exists
-    observed: Any = None            # GX's observed value, if any
-    unexpected_count: int | None = None
-    samples: list[Any] = field(default_factory=list)  # a few unexpected values or rows
-    error: str | None = None        # set when the expectation raised instead of evaluating
-
-    def describe(self) -> str:
-        if self.error is not None:
-            return f"{self.check}: did not evaluate: {self.error}"
-        parts = []
-        if self.unexpected_count is not None:
-            parts.append(f"{self.unexpected_count} unexpected")
-        elif self.observed is not None:
-            parts.append(f"observed {self.observed}")
-        if self.samples:
-            parts.append(f"e.g. {self.samples}")
-        detail = ", ".join(parts) or "failed"
-        return f"{self.check} ({self.expectation}): {detail} [{self.rule}]"
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """The verdict of one gate on one slice."""
-
-    layer: str                      # "bronze" | "batch" | "serving" | "realtime"
-    subject: str                    # "bronze_events" or the view name
-    start: datetime
-    end: datetime
-    success: bool                   # False iff a critical failure, or validation did not run
-    critical_failures: list[ExpectationOutcome]
-    warnings: list[ExpectationOutcome]
-    evaluated: int                  # expectations evaluated
-    rows: int                       # rows in the slice
-    seconds: float = 0.0            # wall time of the gate
-    validation: Any = field(default=None, repr=False, compare=False)
-    """GX's validation result (failing expectations with their details), for Data Docs."""
-
-    @property
-    def interval(self) -> str:
-        """``[2026-11-20 10:00, 2026-11-20 11:00)``; with seconds when a bound needs them
-        (a real-time gate's write times)."""
-        whole_minutes = all(t.second == t.microsecond == 0 for t in (self.start, self.end))
-        shown = "%Y-%m-%d %H:%M" if whole_minutes else "%Y-%m-%d %H:%M:%S"
-        return f"[{self.start:{shown}}, {self.end:{shown}})"
-
-    def summary(self) -> str:
-        """One line: ``gate bronze [..): passed, 26 expectations, 0 warnings, ...``."""
-        name = "bronze" if self.subject == BRONZE_TABLE else f"{self.layer} {self.subject}"
-        verdict = ("passed" if self.success
-                   else f"FAILED, {len(self.critical_failures)} critical failures")
-        return (f"gate {name} {self.interval}: {verdict}, {self.evaluated} expectations, "
-                f"{len(self.warnings)} warnings, {self.rows} rows, {self.seconds:.1f} s")
-
-    def report(self) -> str:
-        """The summary, then one indented line per critical failure and per warning."""
-        lines = [self.summary()]
-        lines += [f"  critical {o.describe()}" for o in self.critical_failures]
-        lines += [f"  warning {o.describe()}" for o in self.warnings]
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        def outcome(o: ExpectationOutcome) -> dict[str, Any]:
-            return {"check": o.check, "expectation": o.expectation, "column": o.column,
-                    "severity": o.severity, "rule": o.rule, "observed": _plain(o.observed),
-                    "unexpected_count": o.unexpected_count, "samples": _plain(o.samples),
-                    "error": o.error}
-
-        return {
-            "layer": self.layer, "subject": self.subject, "start": self.start.isoformat(),
-            "end": self.end.isoformat(), "success": self.success,
-            "critical_failures": [outcome(o) for o in self.critical_failures],
-            "warnings": [outcome(o) for o in self.warnings],
-            "evaluated": self.evaluated, "rows": self.rows, "seconds": round(self.seconds, 3),
-        }
-
-
-class GateFailed(RuntimeError):
-    """A gate did not pass; ``result`` is its ``GateResult``, the message lists failures."""
-
-    def __init__(self, result: GateResult) -> None:
-        super().__init__(result.report())
-        self.result = result
-
-
-def enforce(result: GateResult) -> None:
-    """Raise ``GateFailed`` unless the gate passed."""
-    if not result.success:
-        raise GateFailed(result)
-
-
-# --- the gates ------------------------------------------------------------------------------
-
-
-def validate_bronze_slice(
-    spark: SparkSession, settings: Settings, start: datetime, end: datetime, *,
-    version: int | None = None, require_rows: bool = False,
-    contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
-    row_count: RowBounds = NO_BOUNDS,
-) -> GateResult:
-    """Validate bronze's events in [start, end) (at table ``version``, default latest).
-
-    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate);
-    so is a row count outside ``row_count`` (``lambdalake.quality.baseline``).
-    """
-    _check_interval(start, end)
-    began = time.monotonic()
-    try:
-        frame = read_bronze_interval(spark, settings, start, end, version=version)
-    except Exception as error:
-        return did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
-    return validate_bronze_frame(frame, start, end, require_rows=require_rows,
-                                 contracts=contracts, views=views, began=began,
-                                 row_count=row_count)
-
-
 def validate_bronze_frame(
     frame: DataFrame, start: datetime, end: datetime, *, require_rows: bool = False,
     contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
@@ -224,55 +94,6 @@ def validate_bronze_frame(
                      began=began, parameters=interval_parameters(start, end, row_count))
 
 
-def validate_quarantine_slice(
-    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
-) -> GateResult:
-    """Validate the records quarantined among those that reached Kafka in [start, end),
-    and their rate: at most ``quality.quarantine_max_rate`` of every record that arrived
-    then (bronze's and quarantine's, counted by Kafka time)."""
-    _check_interval(start, end)
-    began = time.monotonic()
-    try:
-        frame = read_quarantine_arrivals(spark, settings, start, end)
-        arrived = frame.count() + count_bronze_arrivals(spark, settings, start, end)
-    except Exception as error:
-        return did_not_run("bronze", QUARANTINE_TABLE, start, end, error, began)
-    parameters = interval_parameters(
-        start, end, quarantine_max_rows=quarantine_max_rows(
-            arrived, settings.quality.quarantine_max_rate))
-    return run_suite(frame, quarantine_suite(), layer="bronze", subject=QUARANTINE_TABLE,
-                     start=start, end=end, began=began, parameters=parameters)
-
-
-def validate_view_slice(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
-    start: datetime, end: datetime, *, require_rows: bool | None = None,
-    bronze_version: int | None = None, contracts: ContractRegistry | None = None,
-    row_count: RowBounds = NO_BOUNDS,
-) -> GateResult:
-    """Validate the rows of ``view``'s table at ``table_path`` whose window starts in [start, end).
-
-    ``require_rows``: must the slice have rows? Default (None): yes if bronze (at
-    ``bronze_version``, default latest) has events of the view's types in [start, end). So
-    an empty slice fails the gate when there was something to aggregate, and is only a
-    warning for a dead interval. Callers that know the answer pass it and save a bronze read.
-    """
-    from pyspark.sql import functions as F
-
-    _check_interval(start, end)
-    began = time.monotonic()
-    try:
-        frame = (spark.read.format("delta").load(table_path)
-                 .where((F.col("window_start") >= F.lit(start))
-                        & (F.col("window_start") < F.lit(end))))
-        if require_rows is None:
-            require_rows = bronze_has_events(spark, settings, view, start, end, bronze_version)
-    except Exception as error:
-        return did_not_run("batch", view.name, start, end, error, began)
-    return validate_view_frame(frame, view, start, end, require_rows=require_rows,
-                               contracts=contracts, began=began, row_count=row_count)
-
-
 def validate_view_frame(
     frame: DataFrame, view: ViewDefinition, start: datetime, end: datetime, *,
     require_rows: bool = True, contracts: ContractRegistry | None = None,
@@ -282,17 +103,6 @@ def validate_view_frame(
     suite = view_suite(view, contracts, require_rows=require_rows)
     return run_suite(frame, suite, layer="batch", subject=view.name, start=start, end=end,
                      began=began, parameters=interval_parameters(start, end, row_count))
-
-
-def bronze_has_events(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
-    end: datetime, version: int | None = None,
-) -> bool:
-    """Whether bronze has an event the view reads in [start, end) (stops at the first)."""
-    from pyspark.sql import functions as F
-
-    events = read_bronze_interval(spark, settings, start, end, version=version)
-    return bool(events.where(F.col("event_type").isin(view.event_types)).limit(1).count())
 
 
 # --- running a suite ------------------------------------------------------------------------
@@ -549,9 +359,9 @@ def _with_details(outcome: ExpectationOutcome, details: dict[str, Any], sample_s
     count = values.get("unexpected_count")
     return ExpectationOutcome(
         check=outcome.check, expectation=outcome.expectation, column=outcome.column,
-        severity=outcome.severity, rule=outcome.rule, observed=_plain(values.get("observed_value")),
+        severity=outcome.severity, rule=outcome.rule, observed=json_ready(values.get("observed_value")),
         unexpected_count=None if count is None else int(count),
-        samples=_plain(samples[:sample_size]), error=outcome.error,
+        samples=json_ready(samples[:sample_size]), error=outcome.error,
     )
 
 
@@ -561,38 +371,3 @@ def _column(kwargs: Mapping[str, Any]) -> str | None:
     if kwargs.get("column_list"):
         return ",".join(map(str, kwargs["column_list"]))
     return None
-
-
-def did_not_run(layer: str, subject: str, start: datetime, end: datetime,
-                error: BaseException, began: float) -> GateResult:
-    """The failed result of a gate whose validation raised: a gate never passes silently."""
-    message = "".join(traceback.format_exception_only(type(error), error)).strip()
-    outcome = ExpectationOutcome("validation", "(gate)", None, CRITICAL.value,
-                                 "a gate must evaluate its suite",
-                                 error=f"validation did not run: {message[:2000]}")
-    return GateResult(layer, subject, start, end, success=False, critical_failures=[outcome],
-                      warnings=[], evaluated=0, rows=0, seconds=time.monotonic() - began)
-
-
-def _check_interval(start: datetime, end: datetime) -> None:
-    if start.tzinfo is None or end.tzinfo is None:
-        raise ValueError("interval bounds must be timezone-aware (UTC)")
-    if end <= start:
-        raise ValueError(f"empty interval [{start}, {end})")
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: timestamps as ISO strings, decimals as strings, rows as dicts."""
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "asDict"):
-        return _plain(value.asDict())
-    if isinstance(value, np.generic):  # pandas validations report numpy scalars
-        return _plain(value.item())
-    return value

@@ -27,7 +27,7 @@ import pyarrow as pa
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
-    from lambdalake.quality.gate import GateResult
+    from lambdalake.quality.verdict import GateResult
 
 RESULTS_TABLE = "quality_results"
 COMPACT_EVERY = 100

@@ -27,14 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import delta_rs_uri
-from lambdalake.quality.gate import (
-    SAMPLE_SIZE,
-    GateResult,
-    did_not_run,
-    pandas_batch_definition,
-    validate_in_two_passes,
-)
+from lambdalake.quality.gate import SAMPLE_SIZE, pandas_batch_definition, validate_in_two_passes
 from lambdalake.quality.history import record
 from lambdalake.quality.suites import (
     DUCKDB_MACROS,
@@ -42,9 +35,10 @@ from lambdalake.quality.suites import (
     realtime_parameters,
     realtime_suite,
 )
+from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import with_estimates
-from lambdalake.speed.realtime import realtime_table
+from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
@@ -121,16 +115,9 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Tabl
     """The real-time rows of ``view`` not gated yet, at most the newest ``max_rows`` (the
     task log says how many were left out), each row's distinct counts estimated from its
     sketches; None if there are none (or no table)."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
-
-    uri = delta_rs_uri(settings.table_path(realtime_table(view)))
-    if not DeltaTable.is_deltatable(uri):
-        return None
     since = gated_until(settings).get(view.name)
-    dataset = DeltaTable(uri).to_pyarrow_dataset()
-    rows = dataset.to_table(filter=None if since is None else pc.field("updated_at") > since)
-    if rows.num_rows == 0:
+    rows = RealtimeTable(settings, view).partials(updated_after=since)
+    if rows is None or rows.num_rows == 0:
         return None
     if rows.num_rows > max_rows:
         log.warning("%s: gating the newest %d of %d rows written since %s", view.name,

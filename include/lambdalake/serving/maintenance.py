@@ -32,31 +32,26 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
 
-from lambdalake.lake.bookkeeping import append_rows, delta_rs_uri
+from lambdalake.lake.bookkeeping import append_rows
 from lambdalake.serving.snapshot import (
     SnapshotStore,
     ViewSnapshot,
     quoted,
     sql_cursor,
 )
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import merge_partials
-from lambdalake.speed.realtime import realtime_table
+from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import progress_time, read_status
 from lambdalake.views.definition import Measure, ViewDefinition
 
-if TYPE_CHECKING:
-    from lambdalake.quality.gate import ExpectationOutcome, GateResult
 
 RECONCILIATION_TABLE = "serving_reconciliation"
-_ATTEMPTS = 5
 _SAMPLES = 5
 FRESHNESS_CHECKS = 2
 """The freshness warnings every serving gate evaluates (``stale_layers``)."""
@@ -111,8 +106,6 @@ def speed_state(settings: Settings, view: ViewDefinition) -> SpeedState:
 def stale_layers(settings: Settings, view: ViewDefinition, high_water_mark: datetime,
                  speed: SpeedState, now: datetime) -> list[ExpectationOutcome]:
     """Freshness warnings: a layer further behind than the platform promises."""
-    from lambdalake.quality.gate import ExpectationOutcome
-
     stale = []
     allowed = (settings.batch.interval_seconds + view.lateness_seconds
                + settings.quality.batch_freshness_slack_seconds)
@@ -204,8 +197,6 @@ def gate_result(
     stale: list[ExpectationOutcome],
 ) -> GateResult:
     """The reconciliation verdict, with the freshness warnings ``stale``."""
-    from lambdalake.quality.gate import ExpectationOutcome, GateResult
-
     outcomes: dict[str, list[ExpectationOutcome]] = {"critical": [], "warning": []}
     for severity in outcomes:
         for measure in view.measures:
@@ -227,42 +218,6 @@ def gate_result(
                       warnings=[*outcomes["warning"], *stale],
                       evaluated=len(view.measures) + FRESHNESS_CHECKS, rows=len(compared),
                       seconds=time.monotonic() - began)
-
-
-def collapse(settings: Settings, snapshot: ViewSnapshot, closed_before: datetime) -> int:
-    """Rewrite closed windows to one partial row per key; return how many windows."""
-    uri = delta_rs_uri(settings.table_path(realtime_table(snapshot.view)))
-    if not DeltaTable.is_deltatable(uri):
-        return 0
-    predicate = f"window_end <= '{closed_before.isoformat()}'"
-    for attempt in range(_ATTEMPTS):
-        table = DeltaTable(uri)
-        rows = pa.table(table.to_pyarrow_table(filters=[("window_end", "<=", closed_before)]))
-        combined = merge_partials(rows, snapshot.view)
-        if combined.num_rows == rows.num_rows:
-            return 0
-        try:
-            write_deltalake(table, combined, mode="overwrite", predicate=predicate)
-            return len(set(combined.column("window_start").to_pylist()))
-        except CommitFailedError:
-            if attempt == _ATTEMPTS - 1:
-                raise
-    return 0
-
-
-def retire(settings: Settings, view: ViewDefinition, before: datetime) -> int:
-    """Delete real-time windows that ended before ``before``; return the rows deleted."""
-    uri = delta_rs_uri(settings.table_path(realtime_table(view)))
-    if not DeltaTable.is_deltatable(uri):
-        return 0
-    for attempt in range(_ATTEMPTS):
-        try:
-            metrics = DeltaTable(uri).delete(f"window_end <= '{before.isoformat()}'")
-            return int(metrics.get("num_deleted_rows") or 0)
-        except CommitFailedError:
-            if attempt == _ATTEMPTS - 1:
-                raise
-    return 0
 
 
 def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None,
@@ -290,7 +245,8 @@ def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
     record(gate, settings, run_id=run_id, windows_compared=len(windows))
     if not gate.success:  # keep the evidence: nothing is rewritten until the layers agree
         return MaintenanceReport(view.name, gate, len(windows), 0, 0)
-    collapsed = collapse(settings, snapshot, closed_before) if speed.watermark else 0
+    table = RealtimeTable(settings, view)
+    collapsed = table.collapse(closed_before) if speed.watermark else 0
     margin = timedelta(seconds=settings.serving.retire_margin_seconds)
-    retired = retire(settings, view, snapshot.high_water_mark - margin)
+    retired = table.retire(snapshot.high_water_mark - margin)
     return MaintenanceReport(view.name, gate, len(windows), collapsed, retired)

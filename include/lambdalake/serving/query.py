@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lambdalake.serving.snapshot import ViewSnapshot, rows_between
+from lambdalake.timeutil import parse_utc
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -65,11 +66,10 @@ class QueryResult:
 def parse_time(text: str, name: str) -> datetime:
     """An ISO-8601 instant (a date means its midnight; no offset means UTC)."""
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_utc(text, naive_is_utc=True)
     except ValueError:
         raise QueryError(f"{name}={text!r} is not an ISO-8601 time "
                          "(e.g. 2026-11-22T10:00:00Z)") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def parse_filters(expressions: list[str], view: ViewDefinition) -> dict[str, str]:

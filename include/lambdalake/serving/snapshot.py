@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from lambdalake.lake.bookkeeping import FollowedTable, delta_rs_uri
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, with_estimates
-from lambdalake.speed.realtime import realtime_table
+from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
 from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.publication import PUBLICATIONS_TABLE, intervals_of, mark_of
@@ -115,7 +115,7 @@ class _RealtimeRows:
 
     def __init__(self, settings: Settings, view: ViewDefinition) -> None:
         self.view = view
-        self.reader = FollowedTable(settings.table_path(realtime_table(view)))
+        self.reader = RealtimeTable(settings, view).follow()
         self.version: int | None = None
         self.files: set[str] = set()
         self.partials: pa.Table | None = None  # one (combined) partial row per key

@@ -47,50 +47,6 @@ def lag_samples_path(settings: Settings) -> Path:
     return settings.state_dir / "status" / LAG_SAMPLES_FILE
 
 
-def reset(settings: Settings) -> list[str]:
-    """Forget the speed layer's output and progress so it rebuilds the real-time views from
-    Kafka (``ingest.starting_offsets``) when it starts next: its checkpoints, real-time
-    tables, status, batch history and gate marks. Refuses while it or the query API runs;
-    returns what it removed. The batch layer is untouched and answers every window it
-    published."""
-    from pyarrow import fs
-
-    from lambdalake.lake.bookkeeping import delta_rs_uri
-    from lambdalake.quality.realtime_gate import marks_path
-    from lambdalake.serving.service import ServingService
-    from lambdalake.speed.realtime import realtime_table
-    from lambdalake.streaming.progress import history_path, status_path
-    from lambdalake.views.definition import load_views
-
-    running = [name for name, process in (("speed", StreamingService(settings, APP).process),
-                                          ("serving-api", ServingService(settings).process))
-               if process.pid() is not None]
-    if running:
-        raise RuntimeError(f"stop {' and '.join(running)} first (make down)")
-    filesystem, root = fs.FileSystem.from_uri(_uri(settings.checkpoint_path("")))
-    found = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    directories = [(filesystem, info.path) for info in found  # old and new query names
-                   if info.type == fs.FileType.Directory and info.base_name.startswith("speed_")]
-    for view in load_views().values():
-        table_fs, path = fs.FileSystem.from_uri(
-            _uri(delta_rs_uri(settings.table_path(realtime_table(view)))))
-        if table_fs.get_file_info(path).type == fs.FileType.Directory:
-            directories.append((table_fs, path))
-    files = [path for path in (status_path(settings, APP), history_path(settings, APP),
-                               marks_path(settings), lag_samples_path(settings))
-             if path.exists()]
-    for directory_fs, path in directories:
-        directory_fs.delete_dir(path)
-    for file in files:
-        file.unlink()
-    return [path for _, path in directories] + [str(file) for file in files]
-
-
-def _uri(path: str) -> str:
-    """``path`` as a URI pyarrow opens (local paths made absolute)."""
-    return path if "://" in path else Path(path).resolve().as_uri()
-
-
 def ensure_running(settings: Settings, timeout: float = 300.0) -> str:
     """Start the speed layer unless it runs; say what was done."""
     if settings.speed.process_manager == "container":

@@ -14,11 +14,11 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.settings import Settings
+from lambdalake.timeutil import parse_utc
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -72,7 +72,7 @@ def kafka_offsets(raw: Any) -> dict[str, int]:
 
 def progress_time(stamp: str) -> float:
     """Epoch seconds of a timestamp in Spark's progress reports ("2026-11-22T08:59:44.658Z")."""
-    return datetime.fromisoformat(stamp).timestamp()
+    return parse_utc(stamp).timestamp()
 
 
 def consumed_offsets(document: dict[str, Any]) -> dict[str, int]:

@@ -17,12 +17,13 @@ scheduled runs wrote to the old one in the meantime.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
+from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.catalog import current_version, physical_table, switch_version
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
-WRITE_ATTEMPTS = 5
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -170,26 +169,6 @@ def replace_interval(rows: DataFrame, path: str, start: datetime, end: datetime)
         .partitionBy("window_start")
         .save(path)
     )
-
-
-def retry_on_conflict(write: Callable[[], _T], attempts: int = WRITE_ATTEMPTS) -> _T:
-    """Run a Delta write, again after a concurrent-write conflict.
-
-    Every write here replaces a whole slice with a fresh result, so repeating one after a
-    conflict converges: the last writer's complete slice wins, nothing is doubled.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return write()
-        except Exception as error:  # py4j/pyspark wrap Delta's exception classes
-            if attempt == attempts or not is_write_conflict(error):
-                raise
-    raise AssertionError("unreachable")
-
-
-def is_write_conflict(error: BaseException) -> bool:
-    text = str(error)
-    return "io.delta.exceptions.Concurrent" in text or "DELTA_CONCURRENT" in text
 
 
 def build_version(

@@ -17,7 +17,6 @@ need numeric columns.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -25,26 +24,17 @@ import yaml
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from lambdalake.settings import PROJECT_ROOT
+from lambdalake.timeutil import duration_seconds
 
 if TYPE_CHECKING:
     from lambdalake.contracts import ContractRegistry
 
 VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
-_DURATION = re.compile(r"^(?P<amount>\d+)\s*(?P<unit>second|minute|hour|day)s?$")
-_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _NUMERIC_SPARK_TYPES = ("BIGINT", "DOUBLE", "DECIMAL")
 
 
 class ViewError(ValueError):
     """A view definition is invalid; the message names the view and the problem."""
-
-
-def duration_seconds(text: str) -> int:
-    """'1 hour' -> 3600; '10 minutes' -> 600."""
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration like '1 hour' or '10 minutes'")
-    return int(match["amount"]) * _UNIT_SECONDS[match["unit"]]
 
 
 class Measure(BaseModel):

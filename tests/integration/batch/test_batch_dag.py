@@ -33,7 +33,7 @@ from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.settings import Settings, isolated_environment
-from lambdalake.stack.platform import Platform
+from lambdalake.operations.platform import Platform
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import load_views
 from lambdalake.views.publication import published_intervals

@@ -18,16 +18,13 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
-from lambdalake.quality.gate import (
-    GateFailed,
-    GateResult,
-    enforce,
-    validate_bronze_frame,
+from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
+from lambdalake.quality.slices import (
     validate_bronze_slice,
     validate_quarantine_slice,
-    validate_view_frame,
     validate_view_slice,
 )
+from lambdalake.quality.verdict import GateFailed, GateResult, enforce
 from lambdalake.quality.history import read_results
 from lambdalake.quality.suites import bronze_suite, view_suite
 from lambdalake.settings import PROJECT_ROOT, Settings

@@ -1,0 +1,49 @@
+"""The status report across layers (``lambdalake status``, ``make status``): how far each
+layer has come, read from the streams' status files and from Delta, and recent alerts."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from lambdalake.ingest.stream import QUERY_NAME as INGEST
+from lambdalake.serving.freshness import view_freshness
+from lambdalake.serving.snapshot import SnapshotStore
+from lambdalake.settings import Settings
+from lambdalake.speed.stream import APP as SPEED
+from lambdalake.speed.supervisor import recent_alerts
+from lambdalake.streaming.progress import failures, read_status
+from lambdalake.views.definition import load_views
+
+
+def print_layer_freshness(settings: Settings) -> None:
+    """Each layer's progress: ingest and speed from their status, batch and serving from
+    Delta; then the supervisor's alerts of the last hour."""
+    ingest = read_status(settings, INGEST)
+    if ingest:
+        age = time.time() - ingest["written_at"]
+        rate = ingest.get("processed_rows_per_second") or 0
+        print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
+              f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
+    speed_status = read_status(settings, SPEED) or {}
+    for failure in failures(ingest or {}) + failures(speed_status):
+        print(f"FAILED {failure}")
+    speed = speed_status.get("views", {})
+    for view, query in speed.items():
+        rate = query.get("processed_rows_per_second") or 0
+        print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
+              f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
+              f"{query['dropped_by_watermark_total']} late rows dropped, "
+              f"{query['state_rows']} event ids held")
+    views = load_views()
+    store, now = SnapshotStore(settings, views), datetime.now(UTC)
+    for name in sorted(views):
+        fresh = view_freshness(store.get(name), speed.get(name, {}), now)
+        realtime = ("no real-time rows" if fresh["realtime_age_seconds"] is None
+                    else f"newest real-time row {fresh['realtime_age_seconds']:.0f}s old")
+        print(f"serving {name}: batch up to {fresh['high_water_mark']} "
+              f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
+              f"v{fresh['batch_view_version']}), {realtime}")
+    for alert in recent_alerts(settings, within_seconds=3600):
+        print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
+              + "".join(f"\n  {problem}" for problem in alert["problems"]))

@@ -1,0 +1,117 @@
+"""The slices a gate validates, read from Delta where they live: bronze's events of an
+event-time interval, the records quarantined among an interval's arrivals, and a view's
+rows of an interval. A slice that cannot be read fails its gate (``did_not_run``): a gate
+never passes silently."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.bronze import (
+    BRONZE_TABLE,
+    QUARANTINE_TABLE,
+    count_bronze_arrivals,
+    read_bronze_interval,
+    read_quarantine_arrivals,
+)
+from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
+from lambdalake.quality.gate import run_suite, validate_bronze_frame, validate_view_frame
+from lambdalake.quality.suites import interval_parameters, quarantine_max_rows, quarantine_suite
+from lambdalake.quality.verdict import GateResult, did_not_run
+from lambdalake.settings import Settings
+from lambdalake.views.definition import ViewDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def validate_bronze_slice(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime, *,
+    version: int | None = None, require_rows: bool = False,
+    contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
+    row_count: RowBounds = NO_BOUNDS,
+) -> GateResult:
+    """Validate bronze's events in [start, end) (at table ``version``, default latest).
+
+    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate);
+    so is a row count outside ``row_count`` (``lambdalake.quality.baseline``).
+    """
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = read_bronze_interval(spark, settings, start, end, version=version)
+    except Exception as error:
+        return did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
+    return validate_bronze_frame(frame, start, end, require_rows=require_rows,
+                                 contracts=contracts, views=views, began=began,
+                                 row_count=row_count)
+
+
+def validate_quarantine_slice(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+) -> GateResult:
+    """Validate the records quarantined among those that reached Kafka in [start, end),
+    and their rate: at most ``quality.quarantine_max_rate`` of every record that arrived
+    then (bronze's and quarantine's, counted by Kafka time)."""
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = read_quarantine_arrivals(spark, settings, start, end)
+        arrived = frame.count() + count_bronze_arrivals(spark, settings, start, end)
+    except Exception as error:
+        return did_not_run("bronze", QUARANTINE_TABLE, start, end, error, began)
+    parameters = interval_parameters(
+        start, end, quarantine_max_rows=quarantine_max_rows(
+            arrived, settings.quality.quarantine_max_rate))
+    return run_suite(frame, quarantine_suite(), layer="bronze", subject=QUARANTINE_TABLE,
+                     start=start, end=end, began=began, parameters=parameters)
+
+
+def validate_view_slice(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
+    start: datetime, end: datetime, *, require_rows: bool | None = None,
+    bronze_version: int | None = None, contracts: ContractRegistry | None = None,
+    row_count: RowBounds = NO_BOUNDS,
+) -> GateResult:
+    """Validate the rows of ``view``'s table at ``table_path`` whose window starts in [start, end).
+
+    ``require_rows``: must the slice have rows? Default (None): yes if bronze (at
+    ``bronze_version``, default latest) has events of the view's types in [start, end). So
+    an empty slice fails the gate when there was something to aggregate, and is only a
+    warning for a dead interval. Callers that know the answer pass it and save a bronze read.
+    """
+    from pyspark.sql import functions as F
+
+    _check_interval(start, end)
+    began = time.monotonic()
+    try:
+        frame = (spark.read.format("delta").load(table_path)
+                 .where((F.col("window_start") >= F.lit(start))
+                        & (F.col("window_start") < F.lit(end))))
+        if require_rows is None:
+            require_rows = bronze_has_events(spark, settings, view, start, end, bronze_version)
+    except Exception as error:
+        return did_not_run("batch", view.name, start, end, error, began)
+    return validate_view_frame(frame, view, start, end, require_rows=require_rows,
+                               contracts=contracts, began=began, row_count=row_count)
+
+
+def bronze_has_events(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
+    end: datetime, version: int | None = None,
+) -> bool:
+    """Whether bronze has an event the view reads in [start, end) (stops at the first)."""
+    from pyspark.sql import functions as F
+
+    events = read_bronze_interval(spark, settings, start, end, version=version)
+    return bool(events.where(F.col("event_type").isin(view.event_types)).limit(1).count())
+
+
+def _check_interval(start: datetime, end: datetime) -> None:
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("interval bounds must be timezone-aware (UTC)")
+    if end <= start:
+        raise ValueError(f"empty interval [{start}, {end})")
