@@ -46,7 +46,7 @@ from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_que
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.speed.partials import sketch_of
+from lambdalake.views.measures import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views

@@ -13,7 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import sketch_of
+from lambdalake.views.measures import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views

@@ -133,7 +133,7 @@ def page_traffic_partials(view: ViewDefinition) -> pa.Table:
 
     import pyarrow as pa
 
-    from lambdalake.speed.partials import sketch_of
+    from lambdalake.views.measures import sketch_of
 
     hour = datetime(2026, 11, 20, 10, tzinfo=UTC)
     return pa.table({

@@ -10,11 +10,10 @@ import pyarrow as pa
 import pytest
 
 from lambdalake.generator import TrafficGenerator, TrafficProfile
-from lambdalake.speed.partials import (
-    estimate, merge_partials, partials_of, sketch_of, with_estimates,
-)
+from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
 from lambdalake.speed.stream import query_name, queries_of
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.measures import estimate, sketch_of
 
 TS = pa.timestamp("us", tz="UTC")
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)

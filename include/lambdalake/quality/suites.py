@@ -21,10 +21,11 @@ constraint in a contract changes the suites by itself. Four suites exist:
 ``view_suite`` (one slice of a batch view, rows whose ``window_start`` is in [start, end)):
     the view's columns exist; the key (``window_start`` + dimensions) is not null where the
     contracts make it so, and unique; ``window_start`` is in [start, end), aligned to the
-    grain, and ``window_end = window_start + grain``; counts and distinct counts are not null
-    and non-negative, sums of fields with a non-negative minimum are at least that minimum,
-    minima and maxima stay within the contract's bounds; enum dimensions hold their
-    contract's values.
+    grain, and ``window_end = window_start + grain``; every measure stays within the bounds
+    its kind derives from the contract (``lambdalake.views.measures``: counts and distinct
+    counts are not null and non-negative, sums of fields with a non-negative minimum are at
+    least that minimum, minima, maxima and percentiles stay within the contract's bounds);
+    enum dimensions hold their contract's values.
 
 ``realtime_suite`` (rows the speed layer appended to a view's real-time table recently):
     the same window, dimension and measure rules as ``view_suite`` (shared helpers), adapted
@@ -33,9 +34,10 @@ constraint in a contract changes the suites by itself. Four suites exist:
     (key + ``batch_id``), not in the table; no lineage columns; no interval, but no window
     may start more than one grain after the gate ran (parameter ``window_start_max``,
     ``realtime_parameters(now, view)``). Rows are partial aggregates (one micro-batch's
-    events per key); a distinct count is a HyperLogLog sketch, which the gate estimates
-    before validating (a bigint), so it gets the same not-null and non-negative checks as
-    an exact one. Every rule is critical.
+    events per key); a distinct count is a HyperLogLog sketch and a percentile a KLL
+    sketch, which the gate estimates before validating, so they get the same checks as the
+    exact values (a KLL sketch answers one of the values it holds: within the contract's
+    bounds). Every rule is critical.
 
 Severity is GX's own ``severity`` field on each expectation. The rule:
 
@@ -365,16 +367,13 @@ def _dimension_required(contracts: ContractRegistry, view: ViewDefinition, name:
 def _measure_bounds(
     contracts: ContractRegistry, view: ViewDefinition, measure: Measure
 ) -> tuple[int | float | None, int | float | None]:
-    """Bounds every value of the measure satisfies, derived from the contracts."""
-    if measure.kind in ("count", "distinct_count"):
-        return 0, None
-    assert measure.column is not None
-    lower, upper = _loosest_bounds(
-        _rules(contracts, measure.event_types or view.event_types, measure.column)
-    )
-    if measure.kind == "sum":  # a sum of values >= m >= 0 is >= m; no upper bound
-        return (lower if lower is not None and lower >= 0 else None), None
-    return lower, upper  # a minimum or maximum is one of the values
+    """Bounds every value of the measure satisfies: its kind's, from the contracts' bounds
+    of the measured column."""
+    column_bounds: tuple[int | float | None, int | float | None] = (None, None)
+    if measure.column is not None:
+        column_bounds = _loosest_bounds(
+            _rules(contracts, measure.event_types or view.event_types, measure.column))
+    return measure.measure_kind.bounds(column_bounds)
 
 
 def missing_field(name: str, event_types: list[str]) -> str:
@@ -438,26 +437,20 @@ def _unique_check(key: list[str], rule: str) -> Expectation:
 
 
 def _measure_checks(contracts: ContractRegistry, view: ViewDefinition) -> list[Expectation]:
-    """Counts are not null; every measure stays within the bounds its contract implies."""
+    """Counts are not null; every measure stays within the bounds its kind and contract imply."""
     checks = []
     for measure in view.measures:
-        if measure.kind in ("count", "distinct_count"):
+        kind = measure.measure_kind
+        if kind.never_null:
             checks.append(_expect(gx.expectations.ExpectColumnValuesToNotBeNull,
                                   f"not_null:{measure.name}", f"a {measure.kind} is never null",
                                   CRITICAL, column=measure.name))
         lower, upper = _measure_bounds(contracts, view, measure)
         if lower is None and upper is None:
             continue
-        if measure.kind in ("count", "distinct_count"):
-            rule = f"a {measure.kind} is non-negative"
-        elif measure.kind == "sum":
-            rule = f"a sum of {measure.column} (contract minimum {lower}) is at least {lower}"
-        else:
-            rule = (f"the {measure.kind} of {measure.column} is within its contract's bounds "
-                    f"[{lower}, {upper}]")
         checks.append(_expect(gx.expectations.ExpectColumnValuesToBeBetween,
-                              f"range:{measure.name}", rule, CRITICAL,
-                              column=measure.name, min_value=lower, max_value=upper))
+                              f"range:{measure.name}", kind.bounds_rule(measure, lower, upper),
+                              CRITICAL, column=measure.name, min_value=lower, max_value=upper))
     return checks
 
 

@@ -93,8 +93,9 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
         "dimensions": view.dimensions,
         "measures": [{
             "name": m.name, "kind": m.kind, "column": m.column, "event_types": m.event_types,
-            "exact_in_speed_layer": m.exact_in_speed_layer,
-            "speed_layer_rsd": None if m.exact_in_speed_layer else view.approx_distinct_rsd,
+            "percentile": m.percentile, "exact_in_speed_layer": m.exact_in_speed_layer,
+            "speed_layer_rsd": None, "speed_layer_rank_error": None,
+            **m.measure_kind.stated_error(view),
         } for m in view.measures],
     }
 

@@ -48,7 +48,7 @@ from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import progress_time, read_status
-from lambdalake.views.definition import Measure, ViewDefinition
+from lambdalake.views.definition import ViewDefinition
 
 
 RECONCILIATION_TABLE = "serving_reconciliation"
@@ -129,26 +129,32 @@ def stale_layers(settings: Settings, view: ViewDefinition, high_water_mark: date
 
 
 def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str, Any]]:
-    """Per key and measure, batch vs real-time, for windows both layers hold and closed."""
+    """Per key and measure, batch (``b_``) vs real-time (``r_``; ``p_``: the partial of a
+    sketched measure), for windows both layers hold and closed."""
     view = snapshot.view
     if snapshot.batch_rows is None or snapshot.realtime_rows is None:
         return []
-    key = [quoted(c) for c in view.key]
+    key = ", ".join(quoted(c) for c in view.key)
     measures = ", ".join(
         f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, r.{quoted(m.name)} AS {quoted('r_' + m.name)}"
         for m in view.measures)
+    sketched = [m.name for m in view.measures if m.measure_kind.sketched]
+    partials = "".join(f", p.{quoted(name)} AS {quoted('p_' + name)}" for name in sketched)
+    join_partials = f" LEFT JOIN realtime_partials p USING ({key})" if sketched else ""
     dimensions = ", ".join(f"{quoted(d)} := coalesce(b.{quoted(d)}, r.{quoted(d)})"
                            for d in view.dimensions)
     with sql_cursor() as connection:
         connection.register("batch_rows", snapshot.batch_rows)
         connection.register("realtime_rows", snapshot.realtime_rows)
+        if sketched:
+            connection.register("realtime_partials", snapshot.realtime_partials)
         cursor = connection.execute(
             f"WITH r AS (SELECT * FROM realtime_rows WHERE window_start < $mark "
             f"AND window_end <= $closed), "
             f"b AS (SELECT * FROM batch_rows WHERE window_start IN (SELECT window_start FROM r)) "
             f"SELECT coalesce(b.window_start, r.window_start) AS window_start, "
-            f"to_json(struct_pack({dimensions}))::VARCHAR AS dimensions, {measures} "
-            f"FROM b FULL OUTER JOIN r USING ({', '.join(key)})",
+            f"to_json(struct_pack({dimensions}))::VARCHAR AS dimensions, {measures}{partials} "
+            f"FROM b FULL OUTER JOIN r USING ({key}){join_partials}",
             {"mark": snapshot.high_water_mark, "closed": closed_before},
         )
         names = [d[0] for d in cursor.description]
@@ -159,19 +165,20 @@ def judge(
     view: ViewDefinition, rows: list[dict[str, Any]], late_rows_dropped: int, tolerance_rsd: float,
     checked_at: datetime,
 ) -> list[dict[str, Any]]:
-    """The differing (key, measure) pairs, each with its severity (see the module docstring)."""
+    """The differing (key, measure) pairs, each with its severity (see the module docstring);
+    each measure's kind decides what agrees (``MeasureKind.reconciles``)."""
     drifts = []
     for row in rows:
         for measure in view.measures:
+            kind = measure.measure_kind
             batch = _number(row[f"b_{measure.name}"])
             realtime = _number(row[f"r_{measure.name}"])
+            if kind.reconciles(view, measure, batch, realtime, row.get(f"p_{measure.name}"),
+                               tolerance_rsd):
+                continue
             absolute = (realtime or 0.0) - (batch or 0.0)
             relative = absolute / batch if batch else None
-            allowed = (0 if measure.exact_in_speed_layer
-                       else view.distinct_tolerance(batch or 0.0, tolerance_rsd))
-            if abs(absolute) <= allowed:
-                continue
-            explained = late_rows_dropped > 0 and _short(measure, absolute)
+            explained = late_rows_dropped > 0 and kind.short_of_batch(absolute)
             drifts.append({
                 "view": view.name, "window_start": row["window_start"],
                 "dimensions": row["dimensions"], "measure": measure.name,
@@ -180,11 +187,6 @@ def judge(
                 "checked_at": checked_at,
             })
     return drifts
-
-
-def _short(measure: Measure, absolute: float) -> bool:
-    """Whether the real-time value falls short of batch the way dropped late events would."""
-    return absolute > 0 if measure.kind == "min" else absolute < 0
 
 
 def _number(value: Any) -> float | None:
@@ -203,9 +205,7 @@ def gate_result(
             mine = [d for d in drifts if d["measure"] == measure.name and d["severity"] == severity]
             if not mine:
                 continue
-            rule = ("exact: real-time equals batch once the watermark passed"
-                    if measure.exact_in_speed_layer else
-                    "sketch: relative drift within the stated error")
+            rule = measure.measure_kind.reconciliation_rule(view)
             if severity == "warning":
                 rule += f" (shortfall explained by {late_rows_dropped} late events dropped)"
             samples = [{k: str(d[k]) for k in ("window_start", "dimensions", "batch_value",

@@ -54,6 +54,7 @@ class ViewSnapshot:
     realtime_rows: pa.Table | None         # each real-time key's value
     realtime_newest: datetime | None       # the newest real-time write
     taken_at: datetime
+    realtime_partials: pa.Table | None = None  # each real-time key's partial (sketches kept)
 
 
 _DATABASE = duckdb.connect()
@@ -184,7 +185,7 @@ class _ViewReader:
                   else pc.max(realtime_rows.column("updated_at")).as_py())
         return ViewSnapshot(self.view, mark, view_version, batch_delta_version,
                             realtime_delta_version, self.batch_rows, realtime_rows, newest,
-                            taken_at)
+                            taken_at, self.realtime.partials)
 
     def _refresh_batch(self, view_version: int) -> int | None:
         path = self.settings.table_path(physical_table(self.view.name, view_version))

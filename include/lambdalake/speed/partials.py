@@ -3,10 +3,11 @@
 Each micro-batch of the speed layer appends, for every key it touched, the aggregates of
 that batch's events alone (``partials_of``). Combining a key's rows gives its
 value over every batch: counts and sums add, minima and maxima keep the smallest and the
-largest, HyperLogLog sketches union. ``merge_partials`` combines the rows of each key into
+largest, HyperLogLog and KLL sketches union (each kind says how:
+``lambdalake.views.measures``). ``merge_partials`` combines the rows of each key into
 one row that is still a partial (so it can be merged again, and written back by the serving
-step's compaction); ``with_estimates`` replaces each sketch by its estimate, which is what
-a query shows. Both run on Arrow with the DataSketches library, no JVM.
+step's compaction); ``with_estimates`` replaces each sketch by its estimate (the kind's
+final value), which is what a query shows. Both run on Arrow with the DataSketches library, no JVM.
 
 Why partials and not each key's running total: a total needs the aggregation's state in
 the stream (a state store per view, restored and saved on every micro-batch), and one
@@ -22,7 +23,6 @@ Spark job per view cost a quarter of a second each on two cores.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -31,19 +31,13 @@ from lambdalake.views.definition import Measure, ViewDefinition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_COMBINE = {"count": "sum", "sum": "sum", "min": "min", "max": "max", "distinct_count": "list"}
-"""How the partials of a measure kind combine (an Arrow hash aggregation; ``list``: the
-sketches, unioned afterwards)."""
-_AGGREGATE = {"count": "count", "sum": "sum", "min": "min", "max": "max",
-              "distinct_count": "list"}
-"""How a micro-batch's events aggregate into a partial, by measure kind (``list``: the
-values, sketched afterwards)."""
 _NEWEST = ("window_end", "batch_id", "updated_at")
 """Bookkeeping columns: a merged row keeps the newest value of each."""
 
 
-def distinct_measures(view: ViewDefinition) -> list[Measure]:
-    return [m for m in view.measures if m.kind == "distinct_count"]
+def sketched_measures(view: ViewDefinition) -> list[Measure]:
+    """The measures whose partials are sketches (distinct counts, percentiles)."""
+    return [m for m in view.measures if m.measure_kind.sketched]
 
 
 def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
@@ -51,9 +45,9 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     events): a row per key the batch touched, with the schema of the view's real-time table.
 
     This is ``aggregate`` (``lambdalake.views.aggregate``) read on Arrow: the same window,
-    event types, dimensions and measure filters, with a distinct count's values kept as an
-    HLL sketch instead of counted. The speed layer aggregates a micro-batch here rather than
-    with a Spark job per view, which cost more than the aggregation itself.
+    event types, dimensions and measure filters, with a sketched kind's values kept as its
+    sketch. The speed layer aggregates a micro-batch here rather than with a Spark job per
+    view, which cost more than the aggregation itself.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -71,7 +65,7 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
             counted = pc.is_in(events["event_type"], pa.array(measure.event_types))
             value = pc.if_else(counted, value, pa.scalar(None, value.type))
         columns[measure.name] = value
-    aggregations = [(m.name, _AGGREGATE[m.kind]) for m in view.measures]
+    aggregations = [(m.name, m.measure_kind.micro_batch) for m in view.measures]
     grouped = pa.table(columns).group_by(view.key, use_threads=False).aggregate(aggregations)
     start = grouped.column("window_start")
     result = {
@@ -81,26 +75,15 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     }
     fields = [pa.field(name, column.type) for name, column in result.items()]
     for measure in view.measures:
-        combined = grouped.column(f"{measure.name}_{_AGGREGATE[measure.kind]}")
-        if measure.kind == "distinct_count":
-            combined = pa.array([sketch_of((v for v in values if v is not None),
-                                           view.sketch_lg_k)
+        kind = measure.measure_kind
+        combined = grouped.column(f"{measure.name}_{kind.micro_batch}")
+        if kind.sketched:
+            combined = pa.array([kind.sketch(values, view, measure)
                                  for values in combined.to_pylist()], pa.binary())
         result[measure.name] = combined
-        fields.append(_result_field(measure, columns[measure.name].type))
+        fields.append(pa.field(measure.name, kind.partial_type(columns[measure.name].type),
+                               nullable=not kind.never_null))
     return pa.table(result).cast(pa.schema(fields))
-
-
-def _result_field(measure: Measure, value_type: pa.DataType) -> pa.Field:
-    """A measure's column as Spark types it, so the real-time tables keep one schema."""
-    import pyarrow as pa
-
-    if measure.kind in ("count", "distinct_count"):
-        return pa.field(measure.name, pa.int64() if measure.kind == "count" else pa.binary(),
-                        nullable=False)
-    if measure.kind == "sum" and pa.types.is_decimal(value_type):  # Spark: 10 more digits
-        value_type = pa.decimal128(min(38, value_type.precision + 10), value_type.scale)
-    return pa.field(measure.name, value_type)
 
 
 def merge_partials(rows: pa.Table, view: ViewDefinition) -> pa.Table:
@@ -109,57 +92,30 @@ def merge_partials(rows: pa.Table, view: ViewDefinition) -> pa.Table:
     import pyarrow as pa
 
     aggregations = [(column, "max") for column in _NEWEST if column in rows.schema.names]
-    aggregations += [(m.name, _COMBINE[m.kind]) for m in view.measures]
+    aggregations += [(m.name, m.measure_kind.combine) for m in view.measures]
     # one thread keeps each list in row order, which makes unions reproducible
     grouped = rows.group_by(view.key, use_threads=False).aggregate(aggregations)
     columns = {name: grouped.column(f"{name}_{function}") for name, function in aggregations}
     columns |= {name: grouped.column(name) for name in view.key}
-    for measure in distinct_measures(view):
+    for measure in sketched_measures(view):
+        kind = measure.measure_kind
         columns[measure.name] = pa.array(
-            [union(sketches, view.sketch_lg_k) for sketches in columns[measure.name].to_pylist()],
+            [kind.union(partials, view, measure) for partials in columns[measure.name].to_pylist()],
             pa.binary(),
         )
     return pa.table([columns[name] for name in rows.schema.names],
                     schema=rows.schema)
 
 
-def union(sketches: list[bytes | None], lg_k: int) -> bytes | None:
-    """The union of serialized HLL sketches (itself when there is one)."""
-    from datasketches import hll_sketch, hll_union, tgt_hll_type
-
-    present = [sketch for sketch in sketches if sketch is not None]
-    if len(present) <= 1:
-        return present[0] if present else None
-    combined = hll_union(lg_k)
-    for sketch in present:
-        combined.update(hll_sketch.deserialize(sketch))
-    return bytes(combined.get_result(tgt_hll_type.HLL_8).serialize_compact())
-
-
-def sketch_of(values: Iterable[object], lg_k: int) -> bytes:
-    """The serialized HLL sketch of ``values``: DataSketches' HLL_8 format, which Spark's
-    ``hll_sketch_*`` functions and every DataSketches library read."""
-    from datasketches import hll_sketch, tgt_hll_type
-
-    sketch = hll_sketch(lg_k, tgt_hll_type.HLL_8)
-    for value in values:
-        sketch.update(value)
-    return bytes(sketch.serialize_compact())
-
-
-def estimate(sketch: bytes | None) -> int | None:
-    """The distinct count a serialized HLL sketch estimates, as a whole number."""
-    from datasketches import hll_sketch
-
-    return None if sketch is None else round(hll_sketch.deserialize(sketch).get_estimate())
-
-
 def with_estimates(rows: pa.Table, view: ViewDefinition) -> pa.Table:
-    """``rows`` with each distinct count's sketch replaced by its estimate (int64)."""
+    """``rows`` with each sketch replaced by its estimate (the kind's final value)."""
     import pyarrow as pa
 
-    for measure in distinct_measures(view):
+    for measure in sketched_measures(view):
+        kind = measure.measure_kind
         index = rows.schema.get_field_index(measure.name)
-        estimates = pa.array([estimate(s) for s in rows.column(index).to_pylist()], pa.int64())
-        rows = rows.set_column(index, pa.field(measure.name, pa.int64()), estimates)
+        final_type = kind.final_type(rows.schema.field(index).type)
+        estimates = pa.array([kind.final(partial, view, measure)
+                              for partial in rows.column(index).to_pylist()], final_type)
+        rows = rows.set_column(index, pa.field(measure.name, final_type), estimates)
     return rows

@@ -3,7 +3,8 @@
 ``aggregate(events, view)`` reads the definition (window, event types, dimensions,
 measures and their filters) and nothing else. The speed layer reads the same definition
 on Arrow, one micro-batch at a time (``lambdalake.speed.partials.partials_of``), where a
-distinct count is a HyperLogLog sketch instead of a count; the convergence tests hold the
+distinct count is a HyperLogLog sketch instead of a count and a percentile a KLL
+sketch (``lambdalake.views.measures``); the convergence tests hold the
 two to the same answers.
 """
 
@@ -19,22 +20,7 @@ if TYPE_CHECKING:
 
 def measure_column(measure: Measure) -> Column:
     """The aggregate expression of one measure (its event-type filter applied)."""
-    from pyspark.sql import functions as F
-
-    value = F.lit(1) if measure.column is None else F.col(measure.column)
-    if measure.event_types:
-        value = F.when(F.col("event_type").isin(measure.event_types), value)
-    if measure.kind == "count":
-        result = F.count(value)
-    elif measure.kind == "sum":
-        result = F.sum(value)
-    elif measure.kind == "min":
-        result = F.min(value)
-    elif measure.kind == "max":
-        result = F.max(value)
-    else:
-        result = F.count_distinct(value)
-    return result.alias(measure.name)
+    return measure.measure_kind.batch_aggregate(measure).alias(measure.name)
 
 
 def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:

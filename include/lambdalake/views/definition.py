@@ -6,8 +6,9 @@ both derive their aggregation from it and from nothing else (in Spark,
 ``lambdalake.views.aggregate``; on Arrow, per micro-batch, ``lambdalake.speed.partials``);
 no view's aggregation is written by hand, and tests hold the two readings to the same
 answers. Definitions are checked against the event contracts when they
-load: every column must exist in the events the view reads, and sums, minima and maxima
-need numeric columns.
+load: every column must exist in the events the view reads, every measure's kind is one of
+``lambdalake.views.measures.MEASURE_KINDS``, and sums, extremes and percentiles need
+numeric columns.
 
 >>> views = load_views()                       # doctest: +SKIP
 >>> views["page_traffic"].grain_seconds        # doctest: +SKIP
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from lambdalake.settings import PROJECT_ROOT
 from lambdalake.timeutil import duration_seconds
+from lambdalake.views.measures import MEASURE_KINDS, MeasureKind, quantile_rank_error
 
 if TYPE_CHECKING:
     from lambdalake.contracts import ContractRegistry
@@ -38,25 +40,36 @@ class ViewError(ValueError):
 
 
 class Measure(BaseModel):
-    """One aggregate of a view."""
+    """One aggregate of a view; its ``kind`` is looked up in ``MEASURE_KINDS``."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    kind: Literal["count", "sum", "min", "max", "distinct_count"]
+    kind: str
     column: str | None = None
     event_types: list[str] | None = Field(
         None, description="count only these event types (default: all the view reads)"
     )
+    percentile: float | None = Field(None, description="approx_percentile: which, in (0, 1)")
 
     @model_validator(mode="after")
-    def _column_when_needed(self) -> Measure:
-        if self.kind != "count" and self.column is None:
+    def _fits_its_kind(self) -> Measure:
+        if self.kind not in MEASURE_KINDS:
+            raise ValueError(f"measure {self.name!r}: kind {self.kind!r} is none of "
+                             f"{sorted(MEASURE_KINDS)}")
+        if self.measure_kind.needs_column and self.column is None:
             raise ValueError(f"measure {self.name!r}: {self.kind} needs a column")
+        problems = self.measure_kind.problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
+    def measure_kind(self) -> MeasureKind:
+        return MEASURE_KINDS[self.kind]
+
+    @property
     def exact_in_speed_layer(self) -> bool:
-        """Distinct counts are approximate (HyperLogLog sketches) in the speed layer."""
-        return self.kind != "distinct_count"
+        """Distinct counts and percentiles are sketches in the speed layer."""
+        return self.measure_kind.exact_in_speed_layer
 
 
 class ViewDefinition(BaseModel):
@@ -73,6 +86,10 @@ class ViewDefinition(BaseModel):
     approx_distinct_rsd: float = Field(
         0.02, ge=0.001, lt=0.4,
         description="speed layer: bound on the relative standard error of distinct counts",
+    )
+    quantile_sketch_k: int = Field(
+        200, ge=8, le=65535,
+        description="speed layer: the KLL sketch's k for percentiles (rank error 1.33 % at 200)",
     )
 
     @field_validator("grain", "lateness")
@@ -100,6 +117,13 @@ class ViewDefinition(BaseModel):
         whose relative standard error, 1.04 / sqrt(buckets) for merged sketches, is within
         ``approx_distinct_rsd`` (0.02: 2^12 buckets, 1.6 %)."""
         return max(4, math.ceil(2 * math.log2(1.04 / self.approx_distinct_rsd)))
+
+    @property
+    def quantile_rank_error(self) -> float:
+        """How far the rank of a percentile the speed layer answers may be from the
+        percentile (DataSketches' normalized rank error of a KLL sketch of
+        ``quantile_sketch_k``, 99 % confidence)."""
+        return quantile_rank_error(self.quantile_sketch_k)
 
     def distinct_tolerance(self, exact: float, rsds: float) -> int:
         """How far the speed layer's estimate of a distinct count whose exact value is
@@ -129,7 +153,7 @@ class ViewDefinition(BaseModel):
             rule = fields.get(measure.column)
             if rule is None:
                 problems.append(f"measure {measure.name!r}: no column {measure.column!r}")
-            elif measure.kind in ("sum", "min", "max") and not rule.spark_type.startswith(
+            elif measure.measure_kind.numeric_column and not rule.spark_type.startswith(
                 _NUMERIC_SPARK_TYPES
             ):
                 problems.append(f"measure {measure.name!r}: {measure.kind} of "
