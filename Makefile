@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 LAMBDALAKE := $(BIN)/lambdalake
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup up down status demo report test test-unit chaos bench lock clean
+.PHONY: setup up down status demo report lint test test-unit chaos bench lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -41,7 +41,12 @@ demo: up              ## the platform's main job, run through Airflow
 report:               ## data-quality summary on the terminal; HTML report with GX Data Docs
 	$(LAMBDALAKE) report
 
-test: setup $(CHROMIUM)  ## the whole suite: unit tests, then integration tests on real processes
+lint: $(INSTALLED)    ## ruff, strict mypy on include/, and the import layers (pyproject.toml)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup $(CHROMIUM) lint  ## lint, then the whole suite: unit tests, then integration tests on real processes
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: $(INSTALLED)

@@ -280,7 +280,9 @@ def bare_spark(spark: SparkSession, files: list[str], base: str, out: Path,
         "product_sales": firsts.where(kind == "purchase")
         .groupBy("window_start", "product_id", "currency")
         .agg(F.count(F.lit(1)).alias("orders"), F.sum("quantity").alias("units"),
-             F.sum("amount").alias("revenue"), F.max("amount").alias("largest_order")),
+             F.sum("amount").alias("revenue"), F.max("amount").alias("largest_order"),
+             *(F.expr(f"percentile_disc({p}) WITHIN GROUP (ORDER BY CAST(amount AS DOUBLE))")
+               .alias(name) for p, name in ((0.5, "median_order"), (0.95, "p95_order")))),
         "funnel": firsts.where(kind.isin("page_view", "add_to_cart", "purchase"))
         .groupBy("window_start", "country")
         .agg(*(F.count_distinct(F.when(kind == t, F.col("session_id"))).alias(name)
@@ -309,7 +311,8 @@ DUCKDB_VIEWS = {
     "product_sales": """
         SELECT window_start, window_start + INTERVAL 1 HOUR AS window_end, product_id, currency,
                count(*) AS orders, sum(quantity) AS units, sum(amount) AS revenue,
-               max(amount) AS largest_order
+               max(amount) AS largest_order, quantile_disc(amount::DOUBLE, 0.5) AS median_order,
+               quantile_disc(amount::DOUBLE, 0.95) AS p95_order
         FROM firsts WHERE event_type = 'purchase' GROUP BY window_start, product_id, currency""",
     "funnel": """
         SELECT window_start, window_start + INTERVAL 1 HOUR AS window_end, country,

@@ -254,7 +254,8 @@ def _visibility_delays(settings: Settings) -> list[float]:
         for added in files - previous:
             column = pq.read_table(added, columns=["kafka_timestamp"]).column(0)
             for stamp in column.to_pylist():
-                created = stamp.replace(tzinfo=UTC).timestamp() if isinstance(stamp, datetime) else stamp
+                created = (stamp.replace(tzinfo=UTC).timestamp() if isinstance(stamp, datetime)
+                           else stamp)
                 delays.append(commit_time[version] - created)
         previous = files
     return delays

@@ -45,7 +45,8 @@ def table(results: list[Result]) -> list[str]:
     for r in results:
         baseline = f"{_number(r.baseline)} ({r.baseline_name})" if r.baseline else "-"
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
-        lines.append(f"| {r.name} | {r.value:,.2f} {r.unit} | {baseline} | {ratio} | {r.goal or '-'} |")
+        lines.append(f"| {r.name} | {r.value:,.2f} {r.unit} | {baseline} | {ratio} "
+                     f"| {r.goal or '-'} |")
     return lines
 
 

@@ -7,16 +7,17 @@ each add to every page of the then-newest hour, as the speed layer does (so serv
 combines 60,000 partial rows, HLL sketches included, into one per key).
 
 The real API, started with the stack's own command (``serving.service.uvicorn_command``:
-uvicorn, ``serving.workers`` processes, each reading that lake), runs in a subprocess. At 1, 10 and 50 concurrent
-clients - threads, each with its own persistent httpx client, sending requests back to
-back for a fixed time - four typical queries are sent in turn: one page over 24 hours
-across the high-water mark, all pages of the newest hour (real-time only), all pages of one
-hour three days ago (batch only), one page over the last 12 hours. Figures: latency p99
-(p50 and per query in the details) and requests/s. Baseline, in the same run: the same
-clients at the same concurrency calling ``GET /health`` on the same server, which isolates
-HTTP, the client and the Python web stack from the query work. Clients and server share
-the machine. Before that, every answer over HTTP is checked against ``run_query`` on a
-snapshot of the same lake, whose in-process time (no HTTP, one thread) is a detail.
+uvicorn, ``serving.workers`` processes, each reading that lake), runs in a subprocess. At
+1, 10 and 50 concurrent clients - threads, each with its own persistent httpx client,
+sending requests back to back for a fixed time - four typical queries are sent in turn:
+one page over 24 hours across the high-water mark, all pages of the newest hour (real-time
+only), all pages of one hour three days ago (batch only), one page over the last 12 hours.
+Figures: latency p99 (p50 and per query in the details) and requests/s. Baseline, in the
+same run: the same clients at the same concurrency calling ``GET /health`` on the same
+server, which isolates HTTP, the client and the Python web stack from the query work.
+Clients and server share the machine. Before that, every answer over HTTP is checked
+against ``run_query`` on a snapshot of the same lake, whose in-process time (no HTTP, one
+thread) is a detail.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_que
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.views.measures import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.measures import sketch_of
 from lambdalake.views.publication import Publication, publish
 
 VIEW = "page_traffic"

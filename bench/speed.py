@@ -62,10 +62,10 @@ from lambdalake.ingest.stream import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
-from lambdalake.stack.kafka_broker import KafkaCluster
-from lambdalake.stack.process import ManagedProcess
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP, query_name
+from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.progress import progress_time, read_history
 from lambdalake.streaming.service import StreamingService, wait_caught_up
 from lambdalake.views.definition import ViewDefinition, load_views

@@ -22,7 +22,8 @@ settings = get_settings()
     catchup=False,
     max_active_runs=1,
     tags=["lambdalake", "smoke"],
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=15), "retry_exponential_backoff": True},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=15),
+                  "retry_exponential_backoff": True},
     params={
         "events": Param(
             1000, type="integer", minimum=1, maximum=1_000_000,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
+
 from lambdalake.quality.page import create_quality_app
 
 URL_PREFIX = "/lambdalake-quality"

@@ -16,5 +16,6 @@ if __name__ == "__main__":
                         help="compact event dates before this day (YYYY-MM-DD)")
     args = parser.parse_args()
     settings = get_settings()
-    removed = compact_closed_partitions(get_spark("compact-bronze", settings), settings, args.before)
+    spark = get_spark("compact-bronze", settings)
+    removed = compact_closed_partitions(spark, settings, args.before)
     print(f"compact-bronze: {removed} small files compacted in partitions before {args.before}")

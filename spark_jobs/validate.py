@@ -9,8 +9,9 @@
 Every requested subject is validated (the views are all validated even if one fails; the
 bronze layer is bronze's events of the interval, then the records quarantined among those
 that arrived in it); each prints one summary line, then one line per failing expectation
-with sample values, and is recorded in the history (``lambdalake.quality.history``). The exit status is 1 if any gate has a
-critical failure (or could not validate), 0 otherwise, 2 for bad arguments.
+with sample values, and is recorded in the history (``lambdalake.quality.history``). The
+exit status is 1 if any gate has a critical failure (or could not validate), 0 otherwise,
+2 for bad arguments.
 
 ``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
 dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
@@ -82,12 +83,12 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
 
     from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.gate import GATE_SPARK_CONF
+    from lambdalake.quality.history import read_results, record
     from lambdalake.quality.slices import (
         validate_bronze_slice,
         validate_quarantine_slice,
         validate_view_slice,
     )
-    from lambdalake.quality.history import read_results, record
     from lambdalake.spark import get_spark
     from lambdalake.views.catalog import current_table_path
 

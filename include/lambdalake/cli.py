@@ -291,7 +291,7 @@ def cmd_query(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_query(commands: argparse._SubParsersAction) -> None:
+def _add_query(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     query = commands.add_parser(
         "query", help="query a view: batch before the high-water mark, real-time after")
     query.add_argument("view", help="a view name (schemas/views/<name>.yaml)")
@@ -305,7 +305,7 @@ def _add_query(commands: argparse._SubParsersAction) -> None:
     query.set_defaults(run=cmd_query)
 
 
-def _add_produce(commands: argparse._SubParsersAction) -> None:
+def _add_produce(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     produce = commands.add_parser("produce", help="generate clickstream traffic into Kafka")
     produce.add_argument("--count", type=int, default=10_000, help="records to produce")
     produce.add_argument("--rate", type=float, default=0.0, help="records/s (0: unlimited)")
@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lambdalake", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("setup", help="resolve JVM jars, create state dirs").set_defaults(run=cmd_setup)
+    commands.add_parser("setup", help="resolve JVM jars, create state dirs").set_defaults(
+        run=cmd_setup)
     commands.add_parser("up", help="start the local stack").set_defaults(run=cmd_up)
     commands.add_parser("down", help="stop the local stack").set_defaults(run=cmd_down)
     commands.add_parser("clean", help="stop, then delete all local state").set_defaults(
@@ -384,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(get_settings(), args))
-    except Exception as error:  # noqa: BLE001 - the CLI reports, the traceback is noise
+    except Exception as error:
         from lambdalake.stack.process import StackError
 
         if isinstance(error, StackError):

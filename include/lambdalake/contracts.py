@@ -3,8 +3,9 @@
 From the files in ``schemas/events/`` this module derives everything else that knows an
 event's shape: producer-side validation (``ContractRegistry.validate``), the Spark type
 each field is read as and the Spark-side validation rules (``lambdalake.ingest.validation``
-reads ``FieldRule``s from here), and the documentation (``contracts_markdown``). A file named ``<event_type>.v<N>.json`` holds version N; event
-files may reference shared files (``common.v1.json``) with ``allOf``/``$ref``.
+reads ``FieldRule``s from here), and the documentation (``contracts_markdown``). A file
+named ``<event_type>.v<N>.json`` holds version N; event files may reference shared files
+(``common.v1.json``) with ``allOf``/``$ref``.
 
 Evolution is checked, not hoped for: a new version may add optional fields only; removing
 or retyping a field, or adding a required one, is reported by ``evolution_problems``.
@@ -39,7 +40,7 @@ CONSTRAINT_KEYWORDS = ("const", "enum", "minimum", "maximum", "minLength", "maxL
 FORMATS = FormatChecker(formats=())
 
 
-@FORMATS.checks("date-time", raises=ValueError)
+@FORMATS.checks("date-time", raises=ValueError)  # type: ignore[untyped-decorator]
 def _is_event_time(value: object) -> bool:
     """UTC with milliseconds, and a real calendar time (no month 13), as Spark parses it."""
     if isinstance(value, str):
@@ -131,7 +132,7 @@ class ContractRegistry:
             for name, schema in part.get("properties", {}).items():
                 properties[name] = {**properties.get(name, {}), **schema}
             required |= set(part.get("required", []))
-        for name, schema in properties.items():
+        for schema in properties.values():
             if "type" not in schema and "const" in schema:
                 schema["type"] = {str: "string", int: "integer", float: "number"}[
                     type(schema["const"])
@@ -228,7 +229,7 @@ def evolution_problems(registry: ContractRegistry) -> list[str]:
     problems = []
     for event_type in registry.event_types:
         versions = sorted(v for t, v in registry.contracts if t == event_type)
-        for old_version, new_version in zip(versions, versions[1:]):
+        for old_version, new_version in zip(versions, versions[1:], strict=False):
             old = registry.contracts[(event_type, old_version)]
             new = registry.contracts[(event_type, new_version)]
             where = f"{event_type} v{old_version} -> v{new_version}"
@@ -256,7 +257,8 @@ def contracts_markdown(registry: ContractRegistry) -> str:
                   "| --- | --- | --- | --- | --- |"]
         for name, rule in contract.fields.items():
             constraints = ", ".join(
-                f"{k}={json.dumps(v, default=_decimal_as_number)}" for k, v in rule.constraints.items()
+                f"{k}={json.dumps(v, default=_decimal_as_number)}"
+                for k, v in rule.constraints.items()
             )
             escaped = constraints.replace("|", r"\|")
             required = "yes" if rule.required else "no"

@@ -59,7 +59,8 @@ class TrafficProfile:
     oversized_bytes: int = 100 * 1024
     seed: int = 42
     start_time: datetime | None = None  # event-time base; default: now
-    event_time_rate: float = 0.0  # event-time seconds advance per record = 1/this; 0 = rate or 1000/s
+    # event-time seconds advance per record = 1/this; 0 = rate or 1000/s
+    event_time_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("late_fraction", "duplicate_fraction", "malformed_fraction"):

@@ -57,9 +57,9 @@ class KafkaSettings(BaseModel):
     events_topic: TopicSettings = TopicSettings(name="lambdalake.events")
     smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
 
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, str | int | float | bool]:
         """librdkafka (confluent-kafka) connection and security properties."""
-        config = {
+        config: dict[str, str | int | float | bool] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
         }

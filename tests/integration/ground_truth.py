@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -11,6 +13,23 @@ import pandas as pd
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile
 from lambdalake.views.definition import ViewDefinition
 
+def percentile_disc(values: Sequence[Any], percentile: float) -> Any:
+    """The smallest value whose cumulative share of ``values`` reaches ``percentile`` (SQL's
+    ``percentile_disc``); None for no values."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(percentile * len(ordered)) - 1)] if ordered else None
+
+
+def rank_admits(values: Sequence[Any], answer: float, percentile: float, error: float) -> bool:
+    """Whether ``answer`` is a ``percentile`` of ``values`` within the rank ``error``: the
+    share of values below it and the share up to it bracket the percentile, each give or
+    take ``error``."""
+    numbers = [float(value) for value in values]
+    below = sum(value < answer for value in numbers) / len(numbers)
+    up_to = sum(value <= answer for value in numbers) / len(numbers)
+    return below - error <= percentile <= up_to + error
+
+
 MEASURES = {
     "count": len,
     "sum": lambda column: sum(column, Decimal(0)) if column.dtype == object else int(column.sum()),
@@ -18,11 +37,14 @@ MEASURES = {
     "min": lambda column: column.min(),
     "distinct_count": lambda column: column.nunique(),
 }
+"""Each measure kind's exact value of a group's column (``approx_percentile``: its
+``percentile_disc``, and the values, for checking a sketch's rank error)."""
 
 
 def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, end: datetime
                   ) -> pd.DataFrame:
-    """The view over distinct ``events`` (``occurred_at`` naive UTC): windows, group, measure."""
+    """The view over distinct ``events`` (``occurred_at`` naive UTC): windows, group, measure;
+    a percentile measure also has its group's values in ``<name>__values``."""
     events = events[events["event_type"].isin(view.event_types)].copy()
     events["window_start"] = events["occurred_at"].dt.floor(f"{view.grain_seconds}s")
     events = events[(events["window_start"] >= start.replace(tzinfo=None))
@@ -33,7 +55,12 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
         for m in view.measures:
             values = group if not m.event_types else group[group["event_type"].isin(m.event_types)]
             column = values[m.column] if m.column else values["event_id"]
-            row[m.name] = MEASURES[m.kind](column)
+            if m.kind == "approx_percentile":
+                present = [float(value) for value in column.dropna()]
+                row[m.name] = percentile_disc(present, m.percentile)
+                row[f"{m.name}__values"] = present
+            else:
+                row[m.name] = MEASURES[m.kind](column)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -23,7 +23,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from ground_truth import expected_view, manifest_events
+from ground_truth import expected_view, manifest_events, rank_admits
 from lambdalake.generator import Manifest
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
@@ -195,8 +195,9 @@ def window(value: Any) -> datetime:
 def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: datetime,
                   truth: pd.DataFrame, realtime_at_most: bool = False) -> list[str]:
     """Where the API's answer differs from the ground truth. Rows come from batch before the
-    mark and real-time after it; exact measures equal the truth, the speed layer's sketches
-    are within 4 rsd (``distinct_tolerance``). ``realtime_at_most``: real-time rows may fall short (events the speed
+    mark and real-time after it; exact measures equal the truth, the speed layer's distinct
+    counts are within 4 rsd (``distinct_tolerance``) and its percentiles within their rank
+    error (``quantile_rank_error``). ``realtime_at_most``: real-time rows may fall short (events the speed
     layer dropped as too late) but never exceed the truth."""
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
         return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
@@ -212,6 +213,12 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
         row = answered[k]
         realtime = row["source"] == "realtime"
         for m in view.measures:
+            if realtime and m.kind == "approx_percentile":  # a KLL sketch: within its rank error
+                if not rank_admits(expected[k][f"{m.name}__values"], float(row[m.name]),
+                                   m.percentile, view.quantile_rank_error):
+                    problems.append(f"{k} {m.name}: {row[m.name]} from realtime is not the "
+                                    f"p{m.percentile} within {view.quantile_rank_error:.4f}")
+                continue
             want, got = Decimal(str(expected[k][m.name])), Decimal(str(row[m.name]))
             tolerance = Decimal(view.distinct_tolerance(float(want), 4)
                                 if realtime and not m.exact_in_speed_layer else 0)

@@ -14,6 +14,7 @@ from lambdalake.speed.partials import merge_partials, partials_of, with_estimate
 from lambdalake.speed.stream import query_name, queries_of
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import estimate, sketch_of
+from tests.integration.ground_truth import percentile_disc, rank_admits
 
 TS = pa.timestamp("us", tz="UTC")
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -85,6 +86,8 @@ def test_sums_minima_and_maxima_combine_and_an_empty_sum_stays_null(
         "product_id": ["p1", "p1", "p2"], "currency": ["EUR", "EUR", "EUR"],
         "orders": pa.array([2, 1, 1], pa.int64()), "units": pa.array([3, 5, None], pa.int64()),
         "revenue": pa.array([10.5, 2.0, None]), "largest_order": pa.array([7.5, 9.0, None]),
+        "median_order": pa.array([None] * 3, pa.binary()),
+        "p95_order": pa.array([None] * 3, pa.binary()),
         "batch_id": pa.array([0, 1, 1], pa.int64()), "updated_at": pa.array([HOUR] * 3, TS),
     })
     combined = {r["product_id"]: r for r in merge_partials(rows, view).to_pylist()}
@@ -152,7 +155,10 @@ def exact_values(events: list[dict[str, Any]], view: ViewDefinition) -> dict[tup
             counted = [e for e in members if e["event_type"] in (m.event_types or view.event_types)]
             present = [v for v in (e.get(m.column, 1) if m.column else 1 for e in counted)
                        if v is not None]
-            row[m.name] = EXACT[m.kind](present)
+            if m.kind == "approx_percentile":
+                row[m.name], row[f"{m.name}__values"] = percentile_disc(present, m.percentile), present
+            else:
+                row[m.name] = EXACT[m.kind](present)
         values[key] = row
     return values
 
@@ -176,6 +182,9 @@ def test_partials_of_micro_batches_combine_to_the_views_exact_values(
         for measure in view.measures:
             if measure.exact_in_speed_layer:
                 assert got[measure.name] == want[measure.name], (key, measure.name)
+            elif measure.kind == "approx_percentile":
+                assert rank_admits(want[f"{measure.name}__values"], got[measure.name],
+                                   measure.percentile, view.quantile_rank_error), (key, measure.name)
             else:
                 tolerance = view.distinct_tolerance(want[measure.name], 3)
                 assert abs(got[measure.name] - want[measure.name]) <= tolerance, (key, measure.name)

@@ -35,9 +35,10 @@ class DeliveryCounts:
         return self.acknowledged + self.failed
 
 
-def producer_config(kafka: KafkaSettings, **overrides: str | int) -> dict[str, str | int]:
+def producer_config(kafka: KafkaSettings, **overrides: str | int
+                    ) -> dict[str, str | int | float | bool]:
     """librdkafka settings for a safe producer; ``overrides`` may tune batching, not safety."""
-    config: dict[str, str | int] = {
+    config: dict[str, str | int | float | bool] = {
         **kafka.client_config(),
         "enable.idempotence": True,
         "acks": "all",
@@ -71,7 +72,8 @@ class EventProducer:
         """Queue one record; when the local queue is full, wait for the broker (back-pressure)."""
         while True:
             try:
-                self._producer.produce(self.topic, value=value, key=key, on_delivery=self._on_delivery)
+                self._producer.produce(self.topic, value=value, key=key,
+                                       on_delivery=self._on_delivery)
                 break
             except BufferError:
                 self._producer.poll(0.1)

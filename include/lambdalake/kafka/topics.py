@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -68,14 +69,15 @@ def _metadata(admin: AdminClient, name: str, timeout: float) -> object:
         time.sleep(0.2)
 
 
-def _describe(admin: AdminClient, name: str, timeout: float) -> dict:
+def _describe(admin: AdminClient, name: str, timeout: float) -> dict[str, Any]:
     """The topic's configs; a topic created a moment ago may not be known to the broker's
     config handler yet (UNKNOWN_TOPIC_OR_PART), so that answer is retried until ``timeout``."""
     resource = ConfigResource(ResourceType.TOPIC, name)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return admin.describe_configs([resource])[resource].result(timeout)
+            configs: dict[str, Any] = admin.describe_configs([resource])[resource].result(timeout)
+            return configs
         except KafkaException as error:
             if error.args[0].name() != "UNKNOWN_TOPIC_OR_PART" or time.monotonic() > deadline:
                 raise

@@ -34,7 +34,9 @@ def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem a lake path lives on, and the path within it (local paths made
     absolute; ``s3a://`` read as ``s3://``)."""
     uri = delta_rs_uri(path)
-    return pafs.FileSystem.from_uri(uri if "://" in uri else Path(uri).resolve().as_uri())
+    filesystem, inner = pafs.FileSystem.from_uri(
+        uri if "://" in uri else Path(uri).resolve().as_uri())
+    return filesystem, str(inner)
 
 
 class FollowedTable:
@@ -100,12 +102,14 @@ def _partition_condition(values: dict[str, Any], schema: pa.Schema) -> pc.Expres
     return functools.reduce(operator.and_, conditions, pc.scalar(True))
 
 
-def read_rows(path: str, schema: pa.Schema) -> list[dict]:
+def read_rows(path: str, schema: pa.Schema) -> list[dict[str, Any]]:
     """Every row of the table at ``path`` as dicts (none when it does not exist yet)."""
     uri = delta_rs_uri(path)
     if not DeltaTable.is_deltatable(uri):
         return []
-    return pa.table(DeltaTable(uri).to_pyarrow_table()).select(schema.names).to_pylist()
+    rows: list[dict[str, Any]] = (
+        pa.table(DeltaTable(uri).to_pyarrow_table()).select(schema.names).to_pylist())
+    return rows
 
 
 def row_count(path: str) -> int:
@@ -114,7 +118,7 @@ def row_count(path: str) -> int:
     return DeltaTable(uri).to_pyarrow_dataset().count_rows() if DeltaTable.is_deltatable(uri) else 0
 
 
-def append_rows(path: str, schema: pa.Schema, rows: list[dict]) -> int:
+def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> int:
     """Append ``rows`` in one commit (creating the table on first use); return the table's
     version right after (a cadence for maintenance such as ``compact``).
 

@@ -17,7 +17,6 @@ from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.service import StreamingService
 
-
 Component = Postgres | KafkaCluster | StreamingService | ServingService | Airflow
 
 

@@ -47,9 +47,10 @@ class AirflowClient:
             try:
                 self._call("GET", f"/dags/{dag_id}")
                 return
-            except AirflowApiError:
+            except AirflowApiError as error:
                 if time.monotonic() > deadline:
-                    raise AirflowApiError(f"DAG {dag_id} was not parsed within {timeout:.0f}s")
+                    raise AirflowApiError(
+                        f"DAG {dag_id} was not parsed within {timeout:.0f}s") from error
                 time.sleep(2)
 
     def unpause(self, dag_id: str) -> None:

@@ -45,7 +45,7 @@ class BatchPlan:
     def interval_args(self) -> list[str]:
         if self.start is None or self.end is None:
             raise ValueError("a full reprocess has no interval")
-        return ["--start", _iso(self.start), "--end", _iso(self.end)]
+        return ["--start", iso_utc(self.start), "--end", iso_utc(self.end)]
 
 
 def plan_batch_run(
@@ -119,7 +119,8 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
         path = settings.table_path(physical_table(built["view"], built["view_version"]))
         run_spark_job("validate", [
             "--layer", "batch", "--views", built["view"], "--table-path", path,
-            "--start", iso_utc(parse_utc(built["start"])), "--end", iso_utc(parse_utc(built["end"])),
+            "--start", iso_utc(parse_utc(built["start"])),
+            "--end", iso_utc(parse_utc(built["end"])),
             "--run-id", plan.run_id])
 
 

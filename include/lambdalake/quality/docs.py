@@ -162,7 +162,8 @@ def write_page(settings: Settings, validation: Any, name: str, *, asset: str, ru
                                 "data_asset_name": asset},
                  "run_id": {"run_name": run_name, "run_time": run_time}}
     document = ValidationResultsPageRenderer().render(page)
-    html = offline_html(DefaultJinjaPageView().render(document), f"../{ASSETS_DIR}")
+    page_view = DefaultJinjaPageView().render(document)  # type: ignore[no-untyped-call]
+    html = offline_html(page_view, f"../{ASSETS_DIR}")
     root = docs_dir(settings)
     assets = root / ASSETS_DIR
     if not assets.exists():

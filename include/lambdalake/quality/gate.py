@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import great_expectations as gx  # the package's __init__ silenced GX analytics first
 
@@ -78,7 +78,9 @@ execution re-plans every small query and runs each shuffle stage as a job of its
 cached slices it makes a gate about three times slower."""
 SINGLE_PARTITION_ROWS = 2_000_000
 """Slices up to this many rows are validated as one partition (see ``run_suite``)."""
-_FIRST_PASS = "BOOLEAN_ONLY"
+ResultFormat = Literal["BOOLEAN_ONLY", "BASIC", "SUMMARY", "COMPLETE"] | dict[str, Any]
+"""How much GX reports per expectation."""
+_FIRST_PASS: ResultFormat = "BOOLEAN_ONLY"
 _SQL_CHECK = "unexpected_rows_expectation"
 _GX = threading.local()
 
@@ -134,13 +136,13 @@ def run_suite(
         critical, warnings, evaluated, validation = validate_in_two_passes(
             _batch_definition(), validated, suite,
             parameters or interval_parameters(start, end), sample_size)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run(layer, subject, start, end, error, began)
     finally:
         if cached is not None:
             try:
                 cached.unpersist()
-            except Exception:  # a dead session must not hide the verdict
+            except Exception:  # noqa: BLE001 - a dead session must not hide the verdict
                 pass
     return GateResult(layer, subject, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
@@ -148,7 +150,7 @@ def run_suite(
 
 
 def validate_in_two_passes(
-    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
+    batch_definition: BatchDefinition[Any], frame: Any, suite: gx.ExpectationSuite,
     parameters: dict[str, Any], sample_size: int = SAMPLE_SIZE,
 ) -> tuple[list[ExpectationOutcome], list[ExpectationOutcome], int,
            ExpectationSuiteValidationResult]:
@@ -240,7 +242,7 @@ def raised_exception(exception_info: Any) -> str | None:
     return "; ".join(dict.fromkeys(messages)) or None
 
 
-def _batch_definition() -> BatchDefinition:
+def _batch_definition() -> BatchDefinition[Any]:
     """A whole-dataframe batch definition of an in-memory GX context (no disk, no network,
     no progress bars; GX reuses the active SparkSession and does not cache the data).
 
@@ -250,23 +252,26 @@ def _batch_definition() -> BatchDefinition:
     session = SparkSession.getActiveSession()
     cached = getattr(_GX, "cached", None)
     if cached is not None and cached[0] is session:
-        return cached[1]
+        reused: BatchDefinition[Any] = cached[1]
+        return reused
     source = _ephemeral_context().data_sources.add_spark(name="lambdalake", persist=False)
     asset = source.add_dataframe_asset(name="slice")
-    batch_definition = asset.add_batch_definition_whole_dataframe("whole slice")
+    batch_definition: BatchDefinition[Any] = asset.add_batch_definition_whole_dataframe(
+        "whole slice")
     _GX.cached = (session, batch_definition)
     return batch_definition
 
 
-def pandas_batch_definition() -> BatchDefinition:
+def pandas_batch_definition() -> BatchDefinition[Any]:
     """The same for pandas DataFrames, for gates that run without a JVM (the real-time
     gate). Built once per thread: a context costs about a second of CPU."""
-    cached = getattr(_GX, "pandas", None)
+    cached: BatchDefinition[Any] | None = getattr(_GX, "pandas", None)
     if cached is not None:
         return cached
     source = _ephemeral_context().data_sources.add_pandas(name="lambdalake")
     asset = source.add_dataframe_asset(name="rows")
-    batch_definition = asset.add_batch_definition_whole_dataframe("all rows")
+    batch_definition: BatchDefinition[Any] = asset.add_batch_definition_whole_dataframe(
+        "all rows")
     _GX.pandas = batch_definition
     return batch_definition
 
@@ -287,20 +292,20 @@ def _ephemeral_context() -> Any:
 
 
 def _validate(
-    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
-    result_format: str | dict, parameters: dict[str, Any],
+    batch_definition: BatchDefinition[Any], frame: Any, suite: gx.ExpectationSuite,
+    result_format: ResultFormat, parameters: dict[str, Any],
 ) -> ExpectationSuiteValidationResult:
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
     return batch.validate(suite, result_format=result_format, expectation_parameters=parameters)
 
 
 def _details(
-    batch_definition: BatchDefinition, frame: Any, suite: gx.ExpectationSuite,
+    batch_definition: BatchDefinition[Any], frame: Any, suite: gx.ExpectationSuite,
     checks: list[str], parameters: dict[str, Any], sample_size: int,
 ) -> dict[str, ExpectationValidationResult]:
     """Second pass over the failing expectations only: observed values and samples."""
     wanted = [e for e in suite.expectations if check_name(e) in checks]
-    groups = [
+    groups: list[tuple[list[Any], ResultFormat]] = [
         ([e for e in wanted if e.expectation_type != _SQL_CHECK],
          {"result_format": "BASIC", "partial_unexpected_count": sample_size}),
         ([e for e in wanted if e.expectation_type == _SQL_CHECK], "COMPLETE"),
@@ -313,7 +318,7 @@ def _details(
                                      expectations=[e.configuration for e in expectations])
         try:
             validation = _validate(batch_definition, frame, subset, result_format, parameters)
-        except Exception:  # the verdict stands; only the samples are lost
+        except Exception:  # noqa: BLE001 - the verdict stands; only the samples are lost
             continue
         for result in validation.results:
             details[result_check(result)] = result
@@ -359,7 +364,8 @@ def _with_details(outcome: ExpectationOutcome, details: dict[str, Any], sample_s
     count = values.get("unexpected_count")
     return ExpectationOutcome(
         check=outcome.check, expectation=outcome.expectation, column=outcome.column,
-        severity=outcome.severity, rule=outcome.rule, observed=json_ready(values.get("observed_value")),
+        severity=outcome.severity, rule=outcome.rule,
+        observed=json_ready(values.get("observed_value")),
         unexpected_count=None if count is None else int(count),
         samples=json_ready(samples[:sample_size]), error=outcome.error,
     )

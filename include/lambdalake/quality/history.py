@@ -64,7 +64,7 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
                        run_name=str(context.get("run_id") or "(no run id)"),
                        run_time=entry["recorded_at"])
             entry["docs"] = f"{RUNS_DIR}/{name}"
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a page that fails to render loses no result
             entry["docs_error"] = f"{type(error).__name__}: {error}"
     suite = getattr(result.validation, "suite_name", None)
     path = results_path(settings)

@@ -150,14 +150,15 @@ def validate_realtime(
     sample_size: int = SAMPLE_SIZE,
 ) -> GateResult | None:
     """Gate the real-time rows of ``view`` written since the last gate; None if there are
-    none. The result's interval holds the write times of the rows gated, in whole seconds. Moves the view's
+    none. The result's interval holds the write times of the rows gated, in whole seconds. Moves
+    the view's
     mark past them unless validation did not run."""
     began = time.monotonic()
     now = now or datetime.now(UTC)
     limit = max_rows or settings.speed.gate_max_rows
     try:
         rows = new_rows(settings, view, limit)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run(LAYER, view.name, now, now, error, began)
     if rows is None:
         return None
@@ -172,7 +173,7 @@ def validate_realtime(
         critical, warnings, evaluated, validation = validate_in_two_passes(
             pandas_batch_definition(), frame, suite, realtime_parameters(now, view),
             sample_size)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run(LAYER, view.name, start, end, error, began)
     _remember(settings, view, newest)
     return GateResult(LAYER, view.name, start, end, success=not critical,

@@ -41,8 +41,8 @@ from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings, get_settings
-from lambdalake.stack.secrets import MissingSecret
 from lambdalake.speed.stream import APP as SPEED
+from lambdalake.stack.secrets import MissingSecret
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
 

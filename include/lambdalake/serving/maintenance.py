@@ -19,9 +19,9 @@ Run per view by the serving DAG (after every batch publish and on a short schedu
    partial rows (one per micro-batch that touched a key) are rewritten to one combined
    partial row per key (``merge_partials``: sketches stay sketches), in one commit
    replacing those partitions.
-3. **Retire.** If the gate passed, windows that ended ``serving.retire_margin_seconds`` before the high-water
-   mark are deleted: batch has answered them since, and readers that took their snapshot
-   before the mark moved still find the rows they need.
+3. **Retire.** If the gate passed, windows that ended ``serving.retire_margin_seconds``
+   before the high-water mark are deleted: batch has answered them since, and readers that
+   took their snapshot before the mark moved still find the rows they need.
 
 Only closed windows are rewritten, so none of this conflicts with the speed layer's
 appends (the tables are partitioned by ``window_start``); a lost commit race is retried.
@@ -37,19 +37,18 @@ from typing import Any
 import pyarrow as pa
 
 from lambdalake.lake.bookkeeping import append_rows
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.serving.snapshot import (
     SnapshotStore,
     ViewSnapshot,
     quoted,
     sql_cursor,
 )
-from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import progress_time, read_status
 from lambdalake.views.definition import ViewDefinition
-
 
 RECONCILIATION_TABLE = "serving_reconciliation"
 _SAMPLES = 5
@@ -135,9 +134,8 @@ def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str
     if snapshot.batch_rows is None or snapshot.realtime_rows is None:
         return []
     key = ", ".join(quoted(c) for c in view.key)
-    measures = ", ".join(
-        f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, r.{quoted(m.name)} AS {quoted('r_' + m.name)}"
-        for m in view.measures)
+    measures = ", ".join(f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, "
+                         f"r.{quoted(m.name)} AS {quoted('r_' + m.name)}" for m in view.measures)
     sketched = [m.name for m in view.measures if m.measure_kind.sketched]
     partials = "".join(f", p.{quoted(name)} AS {quoted('p_' + name)}" for name in sketched)
     join_partials = f" LEFT JOIN realtime_partials p USING ({key})" if sketched else ""

@@ -13,7 +13,8 @@ slice; dimension filters are vectorised comparisons; the page is sorted and cut 
 is left. No SQL is involved, so no request value can become query text; names are checked
 against the view definitions before they are used.
 
->>> query = parse_query(views, "page_traffic", start="2026-11-22T10:00Z", where=["page=/page/1"])  # doctest: +SKIP
+>>> query = parse_query(views, "page_traffic", start="2026-11-22T10:00Z",
+...                     where=["page=/page/1"])  # doctest: +SKIP
 >>> run_query(store.get("page_traffic"), query).rows[0]["source"]           # doctest: +SKIP
 'batch'
 """

@@ -107,7 +107,7 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
                         + (f" ({'; '.join(causes)})" if causes else ""))
     samples = _remember_lag(settings, lag, speed.lag_growth_checks)
     if len(samples) == speed.lag_growth_checks and all(
-        later > earlier for earlier, later in zip(samples, samples[1:])
+        later > earlier for earlier, later in zip(samples, samples[1:], strict=False)
     ):
         problems.append(f"lag grew over the last {len(samples)} checks: {samples}")
     return SpeedHealth(running, lag, age, problems)
@@ -116,6 +116,7 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
 def _remember_lag(settings: Settings, lag: int | None, keep: int) -> list[int]:
     """Append ``lag`` to the recent samples (kept in the state dir); return the samples."""
     path = lag_samples_path(settings)
+    samples: list[int]
     try:
         samples = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):

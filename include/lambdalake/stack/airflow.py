@@ -87,11 +87,13 @@ class Airflow:
         """Airflow's own secrets: from the environment, else generated for local dev."""
         wanted = {
             "AIRFLOW__CORE__FERNET_KEY": ("airflow-fernet-key", _fernet_key),
-            "AIRFLOW__API__SECRET_KEY": ("airflow-api-secret-key", lambda: secrets.token_urlsafe(32)),
+            "AIRFLOW__API__SECRET_KEY": ("airflow-api-secret-key",
+                                         lambda: secrets.token_urlsafe(32)),
             "AIRFLOW__API_AUTH__JWT_SECRET": ("airflow-jwt-secret", _jwt_secret),
         }
         return {
-            variable: os.environ.get(variable) or local_secret(self.settings, name, generate=generate)
+            variable: os.environ.get(variable)
+            or local_secret(self.settings, name, generate=generate)
             for variable, (name, generate) in wanted.items()
         }
 
@@ -144,7 +146,8 @@ class Airflow:
     def health(self) -> dict[str, dict[str, object]]:
         url = f"{self.settings.airflow.base_url}/api/v2/monitor/health"
         with urllib.request.urlopen(url, timeout=3) as response:
-            return json.load(response)
+            health: dict[str, dict[str, object]] = json.load(response)
+            return health
 
     def unhealthy_components(self) -> list[str]:
         """Components not yet healthy; the stack is healthy when this is empty."""

@@ -191,8 +191,9 @@ class KafkaCluster:
             node.format_storage(cluster_id)
             node.start()
         for node in self.nodes:
+            address = node.client_address
             node.process.wait_until(
-                lambda: self.live_brokers(node.client_address) == len(self.nodes),
+                lambda address=address: self.live_brokers(address) == len(self.nodes),
                 timeout,
                 f"metadata from {node.client_address} lists {len(self.nodes)} broker(s)",
             )

@@ -80,7 +80,8 @@ class Postgres:
 
     @property
     def password(self) -> str:
-        return local_secret(self.settings, "postgres-airflow-password", self.settings.postgres.password)
+        return local_secret(self.settings, "postgres-airflow-password",
+                            self.settings.postgres.password)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -135,7 +136,7 @@ class Postgres:
         )
         if result.returncode != 0:
             raise StackError(f"postgres: {sql.split()[0]} failed: {result.stderr.strip()}")
-        return result.stdout.strip()
+        return str(result.stdout).strip()
 
     def _ensure_airflow_database(self) -> None:
         pg = self.settings.postgres

@@ -30,7 +30,8 @@ def status_path(settings: Settings, app: str) -> Path:
 
 def read_status(settings: Settings, app: str) -> dict[str, Any] | None:
     try:
-        return json.loads(status_path(settings, app).read_text())
+        status: dict[str, Any] = json.loads(status_path(settings, app).read_text())
+        return status
     except FileNotFoundError:
         return None
 
@@ -111,14 +112,14 @@ class QuerySnapshot:
         (1.1 ms and 9.5 ms as JSON), CPU that a status written every second took from the
         stream on two cores.
         """
-        last = query._jsq.lastProgress()  # noqa: SLF001 (the JVM query, see above)
+        last = query._jsq.lastProgress()
         if last is None:
             recent = []
         else:
             recent = [json.loads(last.json())]
             if recent[0]["batchId"] > recorded + 1:
                 recent = [json.loads(report.json())
-                          for report in query._jsq.recentProgress()]  # noqa: SLF001
+                          for report in query._jsq.recentProgress()]
         active = query.isActive
         failure = None if active else query.exception()
         return cls(query.name, str(query.id), active, recent,

@@ -152,7 +152,7 @@ def write_slice(
         while True:
             version = current_version(settings, view.name)
             path = settings.table_path(physical_table(view.name, version))
-            retry_on_conflict(lambda: replace_interval(rows, path, start, end))
+            retry_on_conflict(lambda path=path: replace_interval(rows, path, start, end))
             if current_version(settings, view.name) == version:
                 return SliceWritten(view.name, start, end, count, bronze_version, version,
                                     latest_version(spark, path))

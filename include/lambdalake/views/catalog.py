@@ -48,7 +48,7 @@ def version_of(switches: list[dict[str, Any]], view_name: str) -> int:
     mine = [r for r in switches if r["view"] == view_name]
     if not mine:
         return FIRST_VERSION
-    return max(mine, key=lambda r: r["switched_at"])["version"]
+    return int(max(mine, key=lambda r: r["switched_at"])["version"])
 
 
 def current_table_path(settings: Settings, view_name: str) -> str:

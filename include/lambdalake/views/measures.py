@@ -337,7 +337,9 @@ class ApproxPercentile(MeasureKind):
             return batch is None and realtime is None
         sketch = kll_doubles_sketch.deserialize(partial)
         error, p = view.quantile_rank_error, measure.percentile
-        return (sketch.get_rank(batch, False) - error <= p <= sketch.get_rank(batch, True) + error)
+        assert p is not None, "problems() requires a percentile"
+        below, up_to = float(sketch.get_rank(batch, False)), float(sketch.get_rank(batch, True))
+        return below - error <= p <= up_to + error
 
     def short_of_batch(self, drift: float) -> bool:
         return drift != 0  # dropped events may move a percentile either way

@@ -60,7 +60,8 @@ def read_publications(settings: Settings) -> list[dict[str, Any]]:
 
 
 def intervals_of(rows: list[dict[str, Any]], view_name: str) -> list[tuple[datetime, datetime]]:
-    return sorted({(r["interval_start"], r["interval_end"]) for r in rows if r["view"] == view_name})
+    return sorted({(r["interval_start"], r["interval_end"])
+                   for r in rows if r["view"] == view_name})
 
 
 def high_water_mark(settings: Settings, view_name: str) -> datetime:
