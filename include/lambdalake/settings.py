@@ -318,8 +318,6 @@ class AirflowSettings(BaseModel):
     admin_password: SecretStr | None = Field(
         None, description="unset in local dev: generated once and kept in the state dir"
     )
-    kafka_conn_id: str = Field("lambdalake_kafka", description="Airflow connection id")
-    spark_conn_id: str = Field("lambdalake_spark", description="Airflow connection id")
 
     @property
     def base_url(self) -> str:
