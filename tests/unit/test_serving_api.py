@@ -67,6 +67,7 @@ def test_views_freshness_and_openapi(client: TestClient) -> None:
     freshness = client.get("/freshness").json()["page_traffic"]
     assert freshness["high_water_mark"] == "2026-11-20T01:00:00Z"
     assert freshness["realtime_newest_update"] is not None
+    assert (freshness["late_rows_waiting"], freshness["oldest_waiting_window"]) == (0, None)
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/views", "/views/{view}", "/views/{view}/rows", "/freshness", "/health"} <= set(paths)
 

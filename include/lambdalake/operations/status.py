@@ -14,6 +14,7 @@ from lambdalake.speed.stream import APP as SPEED
 from lambdalake.speed.supervisor import recent_alerts
 from lambdalake.streaming.progress import failures, read_status
 from lambdalake.views.definition import load_views
+from lambdalake.views.late_arrivals import LateArrivals
 
 
 def print_layer_freshness(settings: Settings) -> None:
@@ -37,13 +38,17 @@ def print_layer_freshness(settings: Settings) -> None:
               f"{query['state_rows']} event ids held")
     views = load_views()
     store, now = SnapshotStore(settings, views), datetime.now(UTC)
+    waiting = {w.view: w for w in LateArrivals(settings, list(views.values())).waiting()}
     for name in sorted(views):
-        fresh = view_freshness(store.get(name), speed.get(name, {}), now)
+        fresh = view_freshness(store.get(name), speed.get(name, {}), now, waiting[name])
         realtime = ("no real-time rows" if fresh["realtime_age_seconds"] is None
                     else f"newest real-time row {fresh['realtime_age_seconds']:.0f}s old")
+        late = ("" if not fresh["late_rows_waiting"] else
+                f"; {fresh['late_rows_waiting']} late rows ({fresh['late_events_waiting']} "
+                f"events) wait for published windows from {fresh['oldest_waiting_window']} on")
         print(f"serving {name}: batch up to {fresh['high_water_mark']} "
               f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
-              f"v{fresh['batch_view_version']}), {realtime}")
+              f"v{fresh['batch_view_version']}), {realtime}{late}")
     for alert in recent_alerts(settings, within_seconds=3600):
         print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
               + "".join(f"\n  {problem}" for problem in alert["problems"]))

@@ -45,6 +45,7 @@ from lambdalake.speed.stream import APP as SPEED
 from lambdalake.stack.secrets import MissingSecret
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.late_arrivals import LateArrivals
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Per view: where batch ends, how recent real-time is, the speed layer's state."""
         now = datetime.now(UTC)
         speed = (read_status(settings, SPEED) or {}).get("views", {})
-        return {name: view_freshness(store.get(name), speed.get(name, {}), now)
+        waiting = {w.view: w for w in LateArrivals(settings, list(views.values())).waiting()}
+        return {name: view_freshness(store.get(name), speed.get(name, {}), now, waiting[name])
                 for name in sorted(views)}
 
     @guarded.get("/quality/results", responses=BAD_QUERY)

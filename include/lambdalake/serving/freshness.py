@@ -7,13 +7,15 @@ from typing import Any
 
 from lambdalake.serving.query import json_value
 from lambdalake.serving.snapshot import ViewSnapshot
+from lambdalake.views.late_arrivals import Waiting
 
 SPEED_FIELDS = ("batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")
 
 
-def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: datetime
-                   ) -> dict[str, Any]:
-    """Where batch ends, how old the newest real-time row is, and the speed query's state."""
+def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: datetime,
+                   waiting: Waiting | None = None) -> dict[str, Any]:
+    """Where batch ends, how old the newest real-time row is, the speed query's state, and
+    the late rows that wait for their published window to be recomputed (``waiting``)."""
     newest = snapshot.realtime_newest
     return {
         "high_water_mark": json_value(snapshot.high_water_mark),
@@ -25,4 +27,8 @@ def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: da
         else round((now - newest).total_seconds(), 3),
         "snapshot_age_seconds": round((now - snapshot.taken_at).total_seconds(), 3),
         "speed": {key: speed_status.get(key) for key in SPEED_FIELDS},
+        "late_rows_waiting": None if waiting is None else waiting.rows,
+        "late_events_waiting": None if waiting is None
+        else sum(window.events for window in waiting.windows),
+        "oldest_waiting_window": None if waiting is None else json_value(waiting.oldest),
     }

@@ -8,6 +8,7 @@ replication and the loss of a broker can be tested for real.
 from __future__ import annotations
 
 import base64
+import functools
 import socket
 import time
 import uuid
@@ -191,12 +192,14 @@ class KafkaCluster:
             node.format_storage(cluster_id)
             node.start()
         for node in self.nodes:
-            address = node.client_address
             node.process.wait_until(
-                lambda address=address: self.live_brokers(address) == len(self.nodes),
+                functools.partial(self._lists_every_node, node.client_address),
                 timeout,
                 f"metadata from {node.client_address} lists {len(self.nodes)} broker(s)",
             )
+
+    def _lists_every_node(self, bootstrap: str) -> bool:
+        return self.live_brokers(bootstrap) == len(self.nodes)
 
     def live_brokers(self, bootstrap: str | None = None) -> int:
         """How many brokers the cluster metadata lists (0 if nothing answers)."""

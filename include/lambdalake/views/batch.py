@@ -17,6 +17,7 @@ scheduled runs wrote to the old one in the meantime.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -152,7 +153,7 @@ def write_slice(
         while True:
             version = current_version(settings, view.name)
             path = settings.table_path(physical_table(view.name, version))
-            retry_on_conflict(lambda path=path: replace_interval(rows, path, start, end))
+            retry_on_conflict(functools.partial(replace_interval, rows, path, start, end))
             if current_version(settings, view.name) == version:
                 return SliceWritten(view.name, start, end, count, bronze_version, version,
                                     latest_version(spark, path))

@@ -1,0 +1,216 @@
+"""Events that reached bronze after their window was published: how many wait, where.
+
+A published batch slice was computed from one bronze version (its rows' lineage column
+``bronze_version``; a full reprocess's build included). An event whose window is published
+but which bronze took in a later commit is in no answer: the speed layer dropped it as too
+late, and the batch layer has not recomputed the window since. ``LateArrivals.waiting``
+finds those rows per view and window without scanning bronze:
+
+1. the commits since the previous look are read from bronze's log (``lake.bronze_log``):
+   the files each added, with their event-time range from the writer's statistics (a file
+   without them is taken to overlap every window). A file is *late* while its range
+   overlaps a window published from an older bronze version than the file's;
+2. a window published anew since the previous look (a scheduled run, a backfill, a
+   restatement, a full reprocess) is checked against the commits after its new version
+   up to the previous look's: a run pins its bronze version when it starts, so commits
+   made while it ran are late for it;
+3. only the late files are read (three columns each): their rows of the view's event
+   types in windows published from an older version are the rows waiting, per window,
+   with their distinct event ids.
+
+The scan position, each view's published windows and the late files are kept in
+``<state dir>/status/late-arrivals.json``, so a look costs the commits made since the
+previous one and the few files that hold late events, whatever bronze's size. A duplicate
+of an event already counted is a row waiting too: recomputing its window changes nothing,
+and the count goes back to zero.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import unquote
+
+from lambdalake.lake.bookkeeping import arrow_filesystem, delta_rs_uri
+from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.bronze_log import AddedFile, files_added
+from lambdalake.settings import Settings
+from lambdalake.timeutil import parse_utc
+from lambdalake.views.catalog import current_table_path
+from lambdalake.views.definition import ViewDefinition
+from lambdalake.views.publication import read_publications
+
+STATE_FILE = "late-arrivals.json"
+
+
+@dataclass(frozen=True)
+class WaitingWindow:
+    """One published window of a view with bronze rows its slice does not include."""
+
+    window_start: datetime
+    rows: int              # bronze rows that arrived after the slice's bronze version
+    events: int            # their distinct event ids
+    computed_from: int     # the bronze version the published slice read
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for restatement in one view: its windows, oldest first."""
+
+    view: str
+    windows: list[WaitingWindow]
+
+    @property
+    def rows(self) -> int:
+        return sum(window.rows for window in self.windows)
+
+    @property
+    def oldest(self) -> datetime | None:
+        return self.windows[0].window_start if self.windows else None
+
+
+def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, int]:
+    """Every published window of ``view`` with the bronze version its slice read: the
+    smallest lineage version among the window's rows in the current view table, or, for a
+    window without rows, that of the newest publication covering it."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    grain = timedelta(seconds=view.grain_seconds)
+    versions: dict[datetime, int] = {}
+    for row in sorted(read_publications(settings), key=lambda r: r["published_at"]):
+        if row["view"] == view.name:
+            window = row["interval_start"]
+            while window < row["interval_end"]:
+                versions[window] = int(row["bronze_version"])
+                window += grain
+    uri = delta_rs_uri(current_table_path(settings, view.name))
+    if versions and DeltaTable.is_deltatable(uri):
+        lineage = pa.table(DeltaTable(uri).to_pyarrow_table(
+            columns=["window_start", "bronze_version"])).group_by("window_start").aggregate(
+            [("bronze_version", "min")])
+        for start, version in zip(lineage.column("window_start").to_pylist(),
+                                  lineage.column("bronze_version_min").to_pylist(), strict=True):
+            if _utc(start) in versions:
+                versions[_utc(start)] = int(version)
+    return versions
+
+
+class LateArrivals:
+    """Looks for events that arrived after their window was published (see the module)."""
+
+    def __init__(self, settings: Settings, views: list[ViewDefinition]) -> None:
+        self.settings = settings
+        self.views = views
+        self.bronze = settings.table_path(BRONZE_TABLE)
+        self.state_file = settings.state_dir / "status" / STATE_FILE
+
+    def waiting(self) -> list[Waiting]:
+        """Per view, the published windows with rows waiting, oldest first."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(delta_rs_uri(self.bronze)):
+            return [Waiting(view.name, []) for view in self.views]
+        newest = DeltaTable(delta_rs_uri(self.bronze)).version()
+        scanned, before, late = self._load()
+        published = {view.name: published_from(self.settings, view) for view in self.views}
+        anew = [version for view in self.views
+                for window, version in published[view.name].items()
+                if before.get(view.name, {}).get(window) != version and version < scanned]
+        files = {(f.version, f.path): f for f in late}
+        if anew:  # commits a run made while it ran, up to the previous look
+            files |= {(f.version, f.path): f for f in files_added(self.bronze, min(anew), scanned)}
+        files |= {(f.version, f.path): f for f in files_added(self.bronze, scanned, newest)}
+        indexes = {view.name: _PublishedWindows(view, published[view.name])
+                   for view in self.views}
+        late = [file for file in files.values()
+                if any(index.late_for(file) for index in indexes.values())]
+        self._save(newest, published, late)
+        return [self._count(view, indexes[view.name], late) for view in self.views]
+
+    def _count(self, view: ViewDefinition, published: _PublishedWindows,
+               late: list[AddedFile]) -> Waiting:
+        """The rows of the ``late`` files in windows published from an older version."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        rows: dict[datetime, int] = defaultdict(int)
+        events: dict[datetime, set[str]] = defaultdict(set)
+        filesystem, root = arrow_filesystem(self.bronze)
+        for file in late:
+            windows = published.late_for(file)
+            if not windows:
+                continue
+            table = pq.read_table(f"{root}/{unquote(file.path)}", filesystem=filesystem,
+                                  columns=["event_id", "event_type", "occurred_at"])
+            table = table.filter(pc.is_in(table["event_type"], pa.array(view.event_types)))
+            starts = pc.floor_temporal(table["occurred_at"].cast(pa.timestamp("us", tz="UTC")),
+                                       multiple=view.grain_seconds, unit="second")
+            for start, event_id in zip(starts.to_pylist(), table["event_id"].to_pylist(),
+                                       strict=True):
+                if _utc(start) in windows:
+                    rows[_utc(start)] += 1
+                    events[_utc(start)].add(event_id)
+        return Waiting(view.name, [
+            WaitingWindow(start, rows[start], len(events[start]), published.versions[start])
+            for start in sorted(rows)])
+
+    def _load(self) -> tuple[int, dict[str, dict[datetime, int]], list[AddedFile]]:
+        """The previous look: its bronze version, published windows and late files."""
+        try:
+            state = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return -1, {}, []
+        published = {view: {parse_utc(window): int(version) for window, version in windows}
+                     for view, windows in state["published"].items()}
+        late = [AddedFile(f["version"], f["path"], f["rows"],
+                          parse_utc(f["first_event"]) if f["first_event"] else None,
+                          parse_utc(f["last_event"]) if f["last_event"] else None)
+                for f in state["late"]]
+        return int(state["scanned_through"]), published, late
+
+    def _save(self, scanned_through: int, published: dict[str, dict[datetime, int]],
+              late: list[AddedFile]) -> None:
+        def plain(file: AddedFile) -> dict[str, Any]:
+            return {**asdict(file),
+                    "first_event": file.first_event and file.first_event.isoformat(),
+                    "last_event": file.last_event and file.last_event.isoformat()}
+
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        written = self.state_file.with_suffix(".tmp")
+        written.write_text(json.dumps({
+            "scanned_through": scanned_through,
+            "published": {view: [[window.isoformat(), version]
+                                 for window, version in sorted(windows.items())]
+                          for view, windows in published.items()},
+            "late": [plain(file) for file in late]}))
+        written.replace(self.state_file)
+
+
+class _PublishedWindows:
+    """A view's published windows, sorted, to find those a file's event times overlap."""
+
+    def __init__(self, view: ViewDefinition, versions: dict[datetime, int]) -> None:
+        self.versions = versions
+        self.starts = sorted(versions)
+        self.grain = timedelta(seconds=view.grain_seconds)
+
+    def late_for(self, file: AddedFile) -> set[datetime]:
+        """The windows ``file``'s event-time range overlaps whose slice read an older bronze
+        version (a file without statistics overlaps every window)."""
+        if file.first_event is None or file.last_event is None:
+            overlapping = self.starts
+        else:
+            low = bisect.bisect_right(self.starts, file.first_event - self.grain)
+            high = bisect.bisect_right(self.starts, file.last_event)
+            overlapping = self.starts[low:high]
+        return {window for window in overlapping if self.versions[window] < file.version}
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

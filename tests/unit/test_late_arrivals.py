@@ -1,0 +1,134 @@
+"""Rows that reached bronze after their window was published, found from bronze's Delta log
+(tables written with delta-rs: no JVM)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.bronze_log import files_added
+from lambdalake.settings import Settings
+from lambdalake.views.catalog import physical_table
+from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.late_arrivals import LateArrivals, WaitingWindow
+from lambdalake.views.publication import Publication, publish
+
+MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
+TS = pa.timestamp("us", tz="UTC")
+
+
+def hour(h: float) -> datetime:
+    return MIDNIGHT + timedelta(hours=h)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
+
+
+@pytest.fixture
+def views() -> list[ViewDefinition]:
+    all_views = load_views()
+    return [all_views["page_traffic"], all_views["product_sales"]]
+
+
+def arrive(lake: Settings, events: list[tuple[str, str, float]]) -> int:
+    """(event id, type, hour) events appended to bronze in one commit; its version."""
+    write_deltalake(lake.table_path(BRONZE_TABLE), pa.table({
+        "event_id": [e for e, _, _ in events], "event_type": [t for _, t, _ in events],
+        "occurred_at": pa.array([hour(h) for _, _, h in events], TS),
+        "event_date": pa.array([hour(h).date() for _, _, h in events], pa.date32()),
+    }), partition_by=["event_date"], mode="append")
+    return DeltaTable(lake.table_path(BRONZE_TABLE)).version()
+
+
+def publish_from(lake: Settings, bronze_version: int, *hours: int) -> None:
+    """The batch layer computed ``hours`` of page_traffic and product_sales from
+    ``bronze_version`` (a row per hour with that lineage) and published them."""
+    for view in ("page_traffic", "product_sales"):
+        write_deltalake(lake.table_path(physical_table(view, 1)), pa.table({
+            "window_start": pa.array([hour(h) for h in hours], TS),
+            "bronze_version": pa.array([bronze_version] * len(hours), pa.int64()),
+        }), partition_by=["window_start"], mode="overwrite",
+            predicate=" OR ".join(f"window_start = '{hour(h).isoformat()}'" for h in hours)
+            if DeltaTable.is_deltatable(lake.table_path(physical_table(view, 1))) else None)
+        publish(lake, [Publication(view, hour(h), hour(h + 1), 1, bronze_version, "run")
+                       for h in hours])
+
+
+def waiting(lake: Settings, views: list[ViewDefinition]) -> dict[str, list[WaitingWindow]]:
+    return {w.view: w.windows for w in LateArrivals(lake, views).waiting()}
+
+
+def test_late_rows_wait_per_window_until_their_window_is_recomputed(
+    lake: Settings, views: list[ViewDefinition],
+) -> None:
+    first = arrive(lake, [("a", "page_view", 0.5), ("b", "page_view", 1.5)])
+    publish_from(lake, first, 0, 1, 2)
+    assert waiting(lake, views) == {"page_traffic": [], "product_sales": []}
+
+    late = arrive(lake, [("c", "page_view", 1.2), ("c", "page_view", 1.2),  # a duplicate
+                         ("d", "page_view", 1.7), ("e", "purchase", 1.9),
+                         ("f", "page_view", 5.5)])  # hour 5 is not published: not late
+    assert waiting(lake, views) == {
+        "page_traffic": [WaitingWindow(hour(1), rows=3, events=2, computed_from=first)],
+        "product_sales": [WaitingWindow(hour(1), rows=1, events=1, computed_from=first)]}
+    assert waiting(lake, views)["page_traffic"][0].rows == 3  # a second look: the same
+
+    publish_from(lake, late, 1)  # the restated hour reads the newer bronze
+    assert waiting(lake, views) == {"page_traffic": [], "product_sales": []}
+
+
+def test_commits_made_while_a_run_ran_are_late_for_what_it_publishes(
+    lake: Settings, views: list[ViewDefinition],
+) -> None:
+    pinned = arrive(lake, [("a", "page_view", 3.1)])  # the run reads this version ...
+    arrive(lake, [("b", "page_view", 3.4)])          # ... while this arrives
+    assert waiting(lake, views)["page_traffic"] == []  # hour 3 is not published yet
+    publish_from(lake, pinned, 3)
+    (window,) = waiting(lake, views)["page_traffic"]
+    assert (window.window_start, window.rows, window.computed_from) == (hour(3), 1, pinned)
+
+
+def test_a_look_reads_only_the_commits_since_the_last_and_the_late_files(
+    lake: Settings, views: list[ViewDefinition], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    publish_from(lake, first, 0, 1)
+    for number in range(20):  # on-time traffic: hour 6, unpublished
+        arrive(lake, [(f"x{number}", "page_view", 6.2)])
+    arrive(lake, [("late", "page_view", 0.9)])
+    LateArrivals(lake, views).waiting()
+    state = json.loads((lake.state_dir / "status" / "late-arrivals.json").read_text())
+    assert state["scanned_through"] == 21 and len(state["late"]) == 1
+
+    read: list[tuple[int, int]] = []
+    import lambdalake.views.late_arrivals as module
+
+    def counting(table: str, after: int, through: int) -> list:
+        read.append((after, through))
+        return files_added(table, after, through)
+
+    monkeypatch.setattr(module, "files_added", counting)
+    arrive(lake, [("y", "page_view", 6.3)])
+    assert waiting(lake, views)["page_traffic"][0].rows == 1
+    assert read == [(21, 22)]  # one new commit read, not bronze's 23
+
+
+def test_a_compaction_adds_no_late_rows(lake: Settings, views: list[ViewDefinition]) -> None:
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    arrive(lake, [("b", "page_view", 0.6)])
+    publish_from(lake, DeltaTable(lake.table_path(BRONZE_TABLE)).version(), 0)
+    DeltaTable(lake.table_path(BRONZE_TABLE)).optimize.compact()  # rewrites both files
+    assert first < DeltaTable(lake.table_path(BRONZE_TABLE)).version()
+    assert waiting(lake, views)["page_traffic"] == []
+
+
+def test_nothing_waits_before_bronze_exists(lake: Settings, views: list[ViewDefinition]) -> None:
+    assert waiting(lake, views) == {"page_traffic": [], "product_sales": []}
