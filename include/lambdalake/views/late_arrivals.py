@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -164,7 +166,7 @@ class LateArrivals:
         """The previous look: its bronze version, published windows and late files."""
         try:
             state = json.loads(self.state_file.read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, ValueError):  # none yet, or unreadable: look from the start
             return -1, {}, []
         published = {view: {parse_utc(window): int(version) for window, version in windows}
                      for view, windows in state["published"].items()}
@@ -182,7 +184,7 @@ class LateArrivals:
                     "last_event": file.last_event and file.last_event.isoformat()}
 
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        written = self.state_file.with_suffix(".tmp")
+        written = self.state_file.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         written.write_text(json.dumps({
             "scanned_through": scanned_through,
             "published": {view: [[window.isoformat(), version]
