@@ -48,6 +48,8 @@ class MeasureKind:
     exact_in_speed_layer: ClassVar[bool] = True
     never_null: ClassVar[bool] = False
     """Every row has a value (counts); the others are null for a key with no value."""
+    spark_aggregate: ClassVar[str]
+    """The exact aggregate's function in ``pyspark.sql.functions``."""
     micro_batch: ClassVar[str]
     """The Arrow hash aggregation of a micro-batch's values (``list``: then ``sketch``)."""
     combine: ClassVar[str]
@@ -65,11 +67,17 @@ class MeasureKind:
 
     def batch_aggregate(self, measure: Measure) -> Column:
         """The exact aggregate of ``measure`` (its event-type filter applied) in Spark."""
-        raise NotImplementedError
+        from pyspark.sql import functions as F
+
+        aggregate: Column = getattr(F, self.spark_aggregate)(measured_value(measure))
+        return aggregate
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
-        """The type of a partial, as Spark types the batch aggregate (one table schema)."""
-        return value_type
+        """The type of a partial, as Spark types the batch aggregate (one table schema); a
+        sketch is its serialized bytes."""
+        import pyarrow as pa
+
+        return pa.binary() if self.sketched else value_type
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         """The type of the value a query shows."""
@@ -118,13 +126,9 @@ class Count(MeasureKind):
     name = "count"
     needs_column = False
     never_null = True
+    spark_aggregate = "count"
     micro_batch = "count"
     combine = "sum"
-
-    def batch_aggregate(self, measure: Measure) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.count(measured_value(measure))
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
         import pyarrow as pa
@@ -141,13 +145,9 @@ class Count(MeasureKind):
 class Sum(MeasureKind):
     name = "sum"
     numeric_column = True
+    spark_aggregate = "sum"
     micro_batch = "sum"
     combine = "sum"
-
-    def batch_aggregate(self, measure: Measure) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.sum(measured_value(measure))
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
         import pyarrow as pa
@@ -167,13 +167,9 @@ class Sum(MeasureKind):
 class Minimum(MeasureKind):
     name = "min"
     numeric_column = True
+    spark_aggregate = "min"
     micro_batch = "min"
     combine = "min"
-
-    def batch_aggregate(self, measure: Measure) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.min(measured_value(measure))
 
     def short_of_batch(self, drift: float) -> bool:
         return drift > 0  # a minimum without some events is larger
@@ -182,13 +178,9 @@ class Minimum(MeasureKind):
 class Maximum(MeasureKind):
     name = "max"
     numeric_column = True
+    spark_aggregate = "max"
     micro_batch = "max"
     combine = "max"
-
-    def batch_aggregate(self, measure: Measure) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.max(measured_value(measure))
 
 
 class DistinctCount(MeasureKind):
@@ -198,18 +190,9 @@ class DistinctCount(MeasureKind):
     name = "distinct_count"
     exact_in_speed_layer = False
     never_null = True
+    spark_aggregate = "count_distinct"
     micro_batch = "list"
     combine = "list"
-
-    def batch_aggregate(self, measure: Measure) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.count_distinct(measured_value(measure))
-
-    def partial_type(self, value_type: pa.DataType) -> pa.DataType:
-        import pyarrow as pa
-
-        return pa.binary()
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         import pyarrow as pa
@@ -280,11 +263,6 @@ class ApproxPercentile(MeasureKind):
             value = f"CASE WHEN event_type IN ({types}) THEN {value} END"
         return F.expr(f"percentile_disc({measure.percentile}) WITHIN GROUP "
                       f"(ORDER BY CAST({value} AS DOUBLE))")
-
-    def partial_type(self, value_type: pa.DataType) -> pa.DataType:
-        import pyarrow as pa
-
-        return pa.binary()
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         import pyarrow as pa
