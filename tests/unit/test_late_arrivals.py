@@ -132,3 +132,21 @@ def test_a_compaction_adds_no_late_rows(lake: Settings, views: list[ViewDefiniti
 
 def test_nothing_waits_before_bronze_exists(lake: Settings, views: list[ViewDefinition]) -> None:
     assert waiting(lake, views) == {"page_traffic": [], "product_sales": []}
+
+
+def test_lineage_is_read_from_the_rows_when_the_view_table_has_no_statistics(
+    lake: Settings, views: list[ViewDefinition],
+) -> None:
+    from lambdalake.views.late_arrivals import published_from
+
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    later = arrive(lake, [("b", "page_view", 0.7)])
+    write_deltalake(lake.table_path(physical_table("page_traffic", 1)), pa.table({
+        "window_start": pa.array([hour(0)], TS),
+        "bronze_version": pa.array([later], pa.int64()),
+    }), partition_by=["window_start"], configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    publish(lake, [Publication("page_traffic", hour(0), hour(1), 1, first, "run")])
+    files = DeltaTable(lake.table_path(physical_table("page_traffic", 1))).get_add_actions(
+        flatten=True)
+    assert "min.bronze_version" not in pa.table(files).column_names
+    assert published_from(lake, views[0]) == {hour(0): later}

@@ -78,8 +78,11 @@ class Waiting:
 def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, int]:
     """Every published window of ``view`` with the bronze version its slice read: the
     smallest lineage version among the window's rows in the current view table, or, for a
-    window without rows, that of the newest publication covering it."""
+    window without rows, that of the newest publication covering it. The lineage comes
+    from the table's file statistics (view tables are partitioned by window), so no data
+    file is read."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     grain = timedelta(seconds=view.grain_seconds)
@@ -91,14 +94,20 @@ def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, i
                 versions[window] = int(row["bronze_version"])
                 window += grain
     uri = delta_rs_uri(current_table_path(settings, view.name))
-    if versions and DeltaTable.is_deltatable(uri):
-        lineage = pa.table(DeltaTable(uri).to_pyarrow_table(
-            columns=["window_start", "bronze_version"])).group_by("window_start").aggregate(
-            [("bronze_version", "min")])
-        for start, version in zip(lineage.column("window_start").to_pylist(),
-                                  lineage.column("bronze_version_min").to_pylist(), strict=True):
-            if _utc(start) in versions:
-                versions[_utc(start)] = int(version)
+    if not versions or not DeltaTable.is_deltatable(uri):
+        return versions
+    files = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
+    if "min.bronze_version" not in files.column_names or files["min.bronze_version"].null_count:
+        files = pa.table(DeltaTable(uri).to_pyarrow_table(  # no statistics: read the column
+            columns=["window_start", "bronze_version"])).rename_columns(
+            ["partition.window_start", "min.bronze_version"])
+    lineage = files.group_by("partition.window_start").aggregate(
+        [("min.bronze_version", "min")])
+    for start, version in zip(lineage.column("partition.window_start").to_pylist(),
+                              pc.cast(lineage.column("min.bronze_version_min"), pa.int64())
+                              .to_pylist(), strict=True):
+        if _utc(start) in versions:
+            versions[_utc(start)] = int(version)
     return versions
 
 
