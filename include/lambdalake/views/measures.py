@@ -27,15 +27,41 @@ False
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column
 
-    from lambdalake.views.definition import Measure, ViewDefinition
-
 Bounds = tuple[int | float | None, int | float | None]
+
+
+class Measure(Protocol):
+    """What a kind reads of a measure's definition (``views.definition.Measure``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def column(self) -> str | None: ...
+    @property
+    def event_types(self) -> list[str] | None: ...
+    @property
+    def percentile(self) -> float | None: ...
+
+
+class ViewDefinition(Protocol):
+    """What a kind reads of its view's definition: the sketches' parameters and stated
+    errors (``views.definition.ViewDefinition``)."""
+
+    @property
+    def sketch_lg_k(self) -> int: ...
+    @property
+    def approx_distinct_rsd(self) -> float: ...
+    @property
+    def quantile_sketch_k(self) -> int: ...
+    @property
+    def quantile_rank_error(self) -> float: ...
+    def distinct_tolerance(self, exact: float, rsds: float) -> int: ...
 
 
 class MeasureKind:
