@@ -3,12 +3,15 @@ flight, produce load in the background, and reconcile bronze with what was produ
 
 from __future__ import annotations
 
-import threading
+import os
+import signal
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from background import Background
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
@@ -24,9 +27,10 @@ def batches(checkpoint: Path, log: str) -> set[int]:
     return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.exists() else set()
 
 
-def committed(checkpoints: Sequence[Path]) -> dict[Path, int]:
-    """The last committed batch of each query's checkpoint (-1: none yet)."""
-    return {c: max(batches(c, "commits"), default=-1) for c in checkpoints}
+def committed(checkpoints: Sequence[Path], log: str = "commits") -> dict[Path, int]:
+    """The last committed batch of each query's checkpoint (-1: none yet); the last planned
+    one with ``log="offsets"``."""
+    return {c: max(batches(c, log), default=-1) for c in checkpoints}
 
 
 def kill_mid_batch(
@@ -35,39 +39,61 @@ def kill_mid_batch(
 ) -> dict[Path, int]:
     """Once some query has committed a batch newer than ``committed_before``, SIGKILL the
     application while that query's next batch is in flight (planned in its offset log, not
-    yet in its commit log); return the last committed batch of every query."""
+    yet in its commit log); return the last committed batch of every query. The application
+    is frozen (SIGSTOP) while the aim is checked again, so a batch that committed between
+    the first check and the kill is seen, and the aim taken again, never a spurious miss."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for checkpoint in checkpoints:
             done = max(batches(checkpoint, "commits"), default=-1)
             planned = max(batches(checkpoint, "offsets"), default=-1)
             if done > committed_before.get(checkpoint, -1) and planned > done:
-                process.kill()
-                assert max(batches(checkpoint, "commits"), default=-1) < planned, "not mid-batch"
-                return committed(checkpoints)
+                pid = process.pid()
+                assert pid is not None, f"{process.name} exited:\n{process.log_tail(40)}"
+                group = os.getpgid(pid)
+                os.killpg(group, signal.SIGSTOP)
+                if max(batches(checkpoint, "commits"), default=-1) < planned:
+                    process.kill()
+                    return committed(checkpoints)
+                os.killpg(group, signal.SIGCONT)  # batch ``planned`` committed meanwhile
         time.sleep(0.05)
     raise AssertionError(f"no batch in flight after {committed_before} within {timeout}s")
 
 
-def produce_in_background(settings: Settings, profile: TrafficProfile
-                          ) -> tuple[threading.Thread, list[Manifest]]:
-    """Start producing ``profile`` to the events topic; the list gets the manifest at the end."""
-    manifests: list[Manifest] = []
-    thread = threading.Thread(target=lambda: manifests.append(produce_traffic(
-        TrafficGenerator(profile), EventProducer(settings.kafka, settings.kafka.events_topic.name)
-    )))
-    thread.start()
-    return thread, manifests
+@dataclass(frozen=True)
+class Production:
+    """Traffic being produced in the background: the producer's delivery counts so far, and
+    the manifest once every record is sent."""
+
+    producer: EventProducer
+    sending: Background[Manifest]
+
+    def manifest(self, timeout: float = 300) -> Manifest:
+        """The run's manifest (what producing raised, raised here)."""
+        return self.sending.result(timeout)
 
 
-def assert_each_record_once(spark: SparkSession, settings: Settings, records: int,
-                            valid: int, malformed: int) -> None:
-    """Bronze and quarantine together hold each of ``records`` Kafka records exactly once."""
+def produce_in_background(settings: Settings, profile: TrafficProfile) -> Production:
+    """Start producing ``profile`` to the events topic."""
+    producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
+    return Production(producer, Background(
+        lambda: produce_traffic(TrafficGenerator(profile), producer), "producer"))
+
+
+def assert_each_record_once(spark: SparkSession, settings: Settings,
+                            manifests: Sequence[Manifest]) -> None:
+    """Bronze and quarantine together hold each Kafka record the ``manifests`` produced
+    exactly once, and bronze's events are exactly the valid events produced."""
     bronze = spark.read.format("delta").load(settings.table_path(BRONZE_TABLE))
     quarantine = spark.read.format("delta").load(settings.table_path(QUARANTINE_TABLE))
     coordinates = bronze.select("partition", "offset").union(quarantine.select("partition", "offset"))
     total, distinct = coordinates.count(), coordinates.distinct().count()
+    records = sum(m.produced for m in manifests)
     assert distinct == total, f"{total - distinct} Kafka records were written twice"
     assert total == records, f"{records - total} Kafka records are missing"
-    assert bronze.count() == valid
-    assert quarantine.count() == malformed
+    assert bronze.count() == sum(m.counts["valid"] + m.counts["duplicate"] for m in manifests)
+    assert quarantine.count() == sum(m.malformed for m in manifests)
+    ids = {row.event_id for row in bronze.select("event_id").distinct().collect()}
+    produced = {event_id for m in manifests for event_id in m.valid_event_ids}
+    assert ids == produced, (f"bronze lacks {len(produced - ids)} valid events and holds "
+                             f"{len(ids - produced)} that were not produced")
