@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,10 +16,14 @@ from lambdalake.operations.platform import Platform
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+INTEGRATION = Path(__file__).parent
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark this directory's tests (the hook sees every collected test, unit tests too)."""
     for item in items:
-        item.add_marker(pytest.mark.integration)
+        if item.path.is_relative_to(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""What ``make demo`` produces and recomputes (its run on the real stack: test_demo.py)."""
+"""What ``make demo`` produces and recomputes (its run on the real stack:
+``tests/integration/test_platform.py``)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
+from background import Background
 from ground_truth import expected_view, manifest_events
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
@@ -120,22 +121,42 @@ def view_rows(settings: Settings, days: list[date] = DAYS) -> dict[str, list[tup
     return contents
 
 
-def differences_from_the_truth(settings: Settings, manifest: Manifest) -> dict[str, int]:
-    """Per view, how many keys of DAYS differ from the views computed with pandas from the
-    generator's manifest (missing, extra, or another value of any measure)."""
-    events = manifest_events(manifest)
+def differences_from_the_truth(settings: Settings, manifest: Manifest,
+                               arriving: Manifest | None = None,
+                               names: list[str] | None = None) -> dict[str, int]:
+    """Per view (``names``, default all), how many keys of DAYS differ from the views
+    computed with pandas from the generator's manifest (missing, extra, or another value of
+    any measure). ``arriving``: traffic produced while the run read bronze; a window's truth
+    holds those of its events that bronze held at the version the window's rows were
+    computed from (their lineage)."""
+    settled = manifest_events(manifest)
+    new = manifest_events(arriving) if arriving else settled.iloc[:0]
     first, last = midnight(DAYS[0]), midnight(DAYS[-1] + timedelta(days=1))
     differences = {}
     for name, view in load_views().items():
-        def keyed(rows: list[dict[str, Any]]) -> dict[tuple, tuple]:
-            return {(pd.Timestamp(r["window_start"]).tz_localize(None).to_pydatetime(),
-                     *(str(r[d]) for d in view.dimensions)):
-                    tuple(Decimal(str(r[m.name])) for m in view.measures) for r in rows}
+        if names is not None and name not in names:
+            continue
 
-        truth = keyed(expected_view(events, view, first, last).to_dict("records"))
+        def key(row: dict[str, Any]) -> tuple:
+            return (pd.Timestamp(row["window_start"]).tz_localize(None).to_pydatetime(),
+                    *(str(row[d]) for d in view.dimensions))
+
+        def measures(row: dict[str, Any]) -> tuple:
+            return tuple(Decimal(str(row[m.name])) for m in view.measures)
+
         table = DeltaTable(current_table_path(settings, name)).to_pyarrow_table().to_pylist()
-        written = keyed([r for r in table
-                         if first <= r["window_start"].replace(tzinfo=UTC) < last])
+        rows = [r for r in table if first <= r["window_start"].replace(tzinfo=UTC) < last]
+        read_at = {key(r)[0]: r["bronze_version"] for r in rows}  # a window: one read
+        newest = max(read_at.values(), default=None)  # a window with no row: bronze now
+        truth = {}
+        for version in {*read_at.values(), newest}:
+            held = DeltaTable(settings.table_path(BRONZE_TABLE), version=version
+                              ).to_pyarrow_table(columns=["event_id"]).column("event_id")
+            events = pd.concat([settled, new[new["event_id"].isin(set(held.to_pylist()))]])
+            truth |= {key(r): measures(r)
+                      for r in expected_view(events, view, first, last).to_dict("records")
+                      if read_at.get(key(r)[0], newest) == version}
+        written = {key(r): measures(r) for r in rows}
         differences[name] = len(set(truth.items()) ^ set(written.items()))
     return differences
 
@@ -234,27 +255,28 @@ def snapshot_totals(path: str) -> set[int]:
 
 
 def test_a_full_reprocess_switches_readers_while_ingest_writes(
-    stack: Platform, client: AirflowClient
+    stack: Platform, client: AirflowClient, traffic: Manifest
 ) -> None:
+    """Readers see the old version, then the new one, never a mix; the new version equals
+    the ground truth of every event bronze held when the reprocess read it."""
     settings = stack.settings
     old = current_version(settings, "page_traffic")
-    seen: list[tuple[str, int]] = []
     stop = threading.Event()
 
-    def read_in_a_loop() -> None:
+    def read_in_a_loop() -> list[tuple[str, int]]:
+        seen: list[tuple[str, int]] = []
         while not stop.is_set():
             path = current_table_path(settings, "page_traffic")
             if DeltaTable.is_deltatable(path):  # run alone, the first version may not exist yet
                 rows = DeltaTable(path).to_pyarrow_table(columns=["views"])
                 seen.append((path, sum(rows.column("views").to_pylist())))
             time.sleep(0.2)
+        return seen
 
-    writer = threading.Thread(target=produce, args=(settings, TrafficProfile(
+    writer = Background(lambda: produce(settings, TrafficProfile(
         count=30_000, rate=500, seed=405, start_time=midnight(DAYS[1]) + timedelta(hours=5),
-        event_time_rate=1.0)))  # new events for the second backfilled day, while it runs
-    reader = threading.Thread(target=read_in_a_loop)
-    writer.start()
-    reader.start()
+        event_time_rate=1.0)), "writer")  # new events for the second backfilled day, while it runs
+    reader = Background(read_in_a_loop, "reader")
     try:
         run_id = client.trigger(DAG_ID, {"full_reprocess": True, "views": ["page_traffic"]})
         assert client.wait_for_run(DAG_ID, run_id, timeout=1200) == "success"
@@ -263,8 +285,8 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
             "compute": "success", "gate_views": "success", "publish": "success"}
     finally:
         stop.set()
-        reader.join()
-        writer.join()
+    seen = reader.result(timeout=60)
+    written = writer.result(timeout=120)
     assert current_version(settings, "page_traffic") == old + 1
     old_path, new_path = (settings.table_path(physical_table("page_traffic", v))
                           for v in (old, old + 1))
@@ -273,6 +295,8 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
     committed = {old_path: snapshot_totals(old_path), new_path: snapshot_totals(new_path)}
     assert all(total in committed[path] for path, total in seen)  # never a mix
     assert DeltaTable(old_path).version() >= 0  # the old version is kept
+    assert differences_from_the_truth(settings, traffic, written, ["page_traffic"]) == {
+        "page_traffic": 0}
 
 
 BAD_DAY = TODAY - timedelta(days=6)  # no scheduled or backfilled run covers it

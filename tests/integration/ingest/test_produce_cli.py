@@ -10,6 +10,9 @@ import sys
 import time
 
 from lambdalake.settings import Settings
+from lambdalake.streaming.service import topic_end_offsets
+
+SENT_BEFORE_SIGINT = 1000
 
 
 def test_sigint_flushes_and_writes_the_manifest(ingest_settings: Settings, tmp_path) -> None:
@@ -20,13 +23,20 @@ def test_sigint_flushes_and_writes_the_manifest(ingest_settings: Settings, tmp_p
         env={**os.environ, **ingest_settings.to_environment()},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    time.sleep(4)
-    process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while sum(topic_end_offsets(ingest_settings).values()) <= SENT_BEFORE_SIGINT:
+            assert process.poll() is None and time.monotonic() < deadline, "nothing produced"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)  # records in Kafka: its handler is installed
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
     assert process.returncode == 0, output
     summary = re.search(r"produced (\d+) records .* acknowledged (\d+), failed (\d+)", output)
     assert summary, output
     produced, acknowledged, failed = map(int, summary.groups())
-    assert 1000 < produced < 1_000_000  # stopped early, not killed
+    assert SENT_BEFORE_SIGINT < produced < 1_000_000  # stopped early, not killed
     assert acknowledged == produced and failed == 0
     assert manifest.exists()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
@@ -39,6 +39,9 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = PROJECT_ROOT / "test-artifacts"
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)  # the validated hour; the next one is in bronze, not in views
+PROFILE = TrafficProfile(count=1500, seed=7, start_time=START, event_time_rate=1500 / 7200,
+                         late_fraction=0.1, max_lateness_minutes=20, duplicate_fraction=0.05,
+                         malformed_fraction=0.02, users=50, pages=5, products=6)
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                 "timestamp TIMESTAMP, timestampType INT")
 
@@ -67,12 +70,9 @@ def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempP
     root, state = tmp_path_factory.mktemp("quality-lake"), tmp_path_factory.mktemp("state")
     lake = settings.model_copy(update={
         "state_dir": state, "lake": settings.lake.model_copy(update={"root": str(root)})})
-    profile = TrafficProfile(count=1500, seed=7, start_time=START, event_time_rate=1500 / 7200,
-                             late_fraction=0.1, max_lateness_minutes=20, duplicate_fraction=0.05,
-                             malformed_fraction=0.02, users=50, pages=5, products=6)
     arrival = (START + timedelta(hours=3)).replace(tzinfo=None)
     rows = [(r.key, r.value, "events", i % 3, i, arrival, 0)
-            for i, r in enumerate(TrafficGenerator(profile).records())]
+            for i, r in enumerate(TrafficGenerator(PROFILE).records())]
     contracts = ContractRegistry()
     write_micro_batch(classify(spark.createDataFrame(rows, KAFKA_SCHEMA), contracts,
                                lake.ingest), lake, contracts, "quality-test", 0)
@@ -256,7 +256,8 @@ def test_quarantine_is_gated_by_arrival_and_unusual_counts_are_warnings(
     quarantine = validate_quarantine_slice(spark, lake, arrival, arrival + timedelta(hours=1))
     assert (quarantine.layer, quarantine.subject) == ("bronze", "quarantine_events")
     assert quarantine.success and quarantine.warnings == [], quarantine.report()
-    assert 10 < quarantine.rows < 75  # ~2 % of 1,500 records, under the 5 % rate
+    malformed = sum(r.kind in MALFORMED_KINDS for r in TrafficGenerator(PROFILE).records())
+    assert quarantine.rows == malformed  # ~2 % of 1,500 records, under the 5 % rate
     strict = lake.model_copy(update={
         "quality": lake.quality.model_copy(update={"quarantine_max_rate": 0.001})})
     too_many = validate_quarantine_slice(spark, strict, arrival, arrival + timedelta(hours=1))
