@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from lambdalake.operations.platform import Platform
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.kafka_broker import KafkaCluster
-from lambdalake.operations.platform import Platform
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,16 +23,16 @@ import pandas as pd
 import psutil
 import pytest
 
-from ground_truth import expected_view, manifest_events, rank_admits
 from lambdalake.generator import Manifest
+from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.stream import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
-from lambdalake.operations.platform import Platform
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
+from tests.support.ground_truth import expected_view, manifest_events, rank_admits
 
 STACK_ENV = isolated_environment("test-platform", slot=2)
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it

@@ -65,6 +65,6 @@ def test_batch_read_of_a_topic_through_the_kafka_connector(
 def test_the_driver_jvm_jit_compiles_huge_methods(spark: SparkSession) -> None:
     """The factory's JVM options reach the driver, started by PySpark through spark-submit
     (in local mode the executors run in it too)."""
-    arguments = list(spark._jvm.java.lang.management.ManagementFactory  # noqa: SLF001
+    arguments = list(spark._jvm.java.lang.management.ManagementFactory
                      .getRuntimeMXBean().getInputArguments())
     assert "-XX:-DontCompileHugeMethods" in arguments

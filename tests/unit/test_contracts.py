@@ -6,7 +6,11 @@ from pathlib import Path
 import pytest
 
 from lambdalake.contracts import (
-    EVENTS_DIR, ContractError, ContractRegistry, contracts_markdown, encode_event,
+    EVENTS_DIR,
+    ContractError,
+    ContractRegistry,
+    contracts_markdown,
+    encode_event,
     evolution_problems,
 )
 from lambdalake.settings import PROJECT_ROOT

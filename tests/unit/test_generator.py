@@ -6,7 +6,11 @@ import pytest
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import (
-    MALFORMED_KINDS, Manifest, TrafficGenerator, TrafficProfile, produce_traffic,
+    MALFORMED_KINDS,
+    Manifest,
+    TrafficGenerator,
+    TrafficProfile,
+    produce_traffic,
 )
 
 START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -57,9 +57,10 @@ def test_every_requirement_is_an_exact_pin() -> None:
 
 
 def test_installed_versions_are_the_pinned_ones() -> None:
+    from importlib.metadata import version
+
     import delta
     import pyspark
-    from importlib.metadata import version
 
     assert pyspark.__version__ == pinned("pyspark")
     assert version("delta-spark") == pinned("delta-spark")

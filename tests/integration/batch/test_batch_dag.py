@@ -26,18 +26,18 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
-from background import Background
-from ground_truth import expected_view, manifest_events
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.settings import Settings, isolated_environment
-from lambdalake.operations.platform import Platform
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
-from lambdalake.views.definition import load_views
+from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.publication import published_intervals
+from tests.support.background import Background
+from tests.support.ground_truth import expected_view, manifest_events
 
 DAG_ID = "lambdalake_batch_views"
 TODAY = datetime.now(UTC).date()
@@ -137,11 +137,11 @@ def differences_from_the_truth(settings: Settings, manifest: Manifest,
         if names is not None and name not in names:
             continue
 
-        def key(row: dict[str, Any]) -> tuple:
+        def key(row: dict[str, Any], view: ViewDefinition = view) -> tuple:
             return (pd.Timestamp(row["window_start"]).tz_localize(None).to_pydatetime(),
                     *(str(row[d]) for d in view.dimensions))
 
-        def measures(row: dict[str, Any]) -> tuple:
+        def measures(row: dict[str, Any], view: ViewDefinition = view) -> tuple:
             return tuple(Decimal(str(row[m.name])) for m in view.measures)
 
         table = DeltaTable(current_table_path(settings, name)).to_pyarrow_table().to_pylist()

@@ -13,7 +13,6 @@ import pandas as pd
 import pyarrow.compute as pc
 import pytest
 
-from ground_truth import manifest_events
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.stream import QUERY_NAME
@@ -24,7 +23,8 @@ from lambdalake.speed.stream import queries_of
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.streaming import service
 from lambdalake.views.definition import load_views
-from streaming_chaos import assert_each_record_once, committed, produce_in_background
+from tests.support.ground_truth import manifest_events
+from tests.support.streaming_chaos import assert_each_record_once, committed, produce_in_background
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,8 +9,15 @@ from typing import TYPE_CHECKING
 from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import (
-    BRONZE_TABLE, QUARANTINE_TABLE, append_once, bronze_rows, compact_closed_partitions,
-    read_bronze_interval, stored_rows, with_ingest_time, write_micro_batch,
+    BRONZE_TABLE,
+    QUARANTINE_TABLE,
+    append_once,
+    bronze_rows,
+    compact_closed_partitions,
+    read_bronze_interval,
+    stored_rows,
+    with_ingest_time,
+    write_micro_batch,
 )
 from lambdalake.settings import Settings
 

@@ -37,7 +37,7 @@ def test_every_generated_record_gets_the_reason_its_kind_intends(
     got = reasons(spark, settings, [r.value for r in records])
     expected = [None if r.kind in ("valid", "duplicate") else r.kind for r in records]
     mismatches = [(r.kind, g, r.value[:120] if r.value else r.value)
-                  for r, g, e in zip(records, got, expected) if g != e]
+                  for r, g, e in zip(records, got, expected, strict=True) if g != e]
     assert mismatches == []
 
 
@@ -77,7 +77,7 @@ def test_edge_cases_follow_the_contract(spark: SparkSession, settings: Settings)
     }
     values = [json.dumps(event).encode() if not isinstance(event, dict) else encode_event(event)
               for event, _ in cases.values()]
-    got = dict(zip(cases, reasons(spark, settings, values)))
+    got = dict(zip(cases, reasons(spark, settings, values), strict=True))
     assert got == {name: reason for name, (_, reason) in cases.items()}
     registry = ContractRegistry()  # the producer-side check agrees wherever it applies
     for name, (event, reason) in cases.items():
@@ -117,7 +117,7 @@ def test_a_stream_of_valid_records_compiles_its_code_once(
         F.lit(b"k").alias("key"), F.lit(event.value).alias("value"), F.lit("t").alias("topic"),
         F.lit(0).alias("partition"), F.col("value").alias("offset"), "timestamp",
         F.lit(0).alias("timestampType"))
-    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics  # noqa: SLF001
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
     compiled: list[int] = []
     rows: list[int] = []
 

@@ -19,7 +19,7 @@ from lambdalake.kafka.producer import EventProducer
 from lambdalake.settings import Settings
 from lambdalake.stack.process import StackError
 from lambdalake.streaming.progress import consumed_offsets, read_status
-from streaming_chaos import assert_each_record_once
+from tests.support.streaming_chaos import assert_each_record_once
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

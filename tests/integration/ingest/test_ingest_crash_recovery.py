@@ -11,7 +11,11 @@ from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.settings import Settings
-from streaming_chaos import assert_each_record_once, kill_mid_batch, produce_in_background
+from tests.support.streaming_chaos import (
+    assert_each_record_once,
+    kill_mid_batch,
+    produce_in_background,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

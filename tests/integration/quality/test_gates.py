@@ -19,14 +19,14 @@ from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfi
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
+from lambdalake.quality.history import read_results
 from lambdalake.quality.slices import (
     validate_bronze_slice,
     validate_quarantine_slice,
     validate_view_slice,
 )
-from lambdalake.quality.verdict import GateFailed, GateResult, enforce
-from lambdalake.quality.history import read_results
 from lambdalake.quality.suites import bronze_suite, view_suite
+from lambdalake.quality.verdict import GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path

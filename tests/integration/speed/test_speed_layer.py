@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from deltalake import DeltaTable
-from background import Background
-from streaming_chaos import kill_mid_batch, produce_in_background
 
 from lambdalake.contracts import encode_event
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile
@@ -41,6 +39,8 @@ from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path, current_version
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.publication import Publication, publish
+from tests.support.background import Background
+from tests.support.streaming_chaos import kill_mid_batch, produce_in_background
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -176,11 +176,11 @@ def test_closed_intervals_converge_to_the_batch_layer(
     for measure in view.measures:
         pairs = [(batch[k][measure.name], realtime[k][measure.name]) for k in batch]
         if measure.exact_in_speed_layer:
-            wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs) if b != r]
+            wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs, strict=True) if b != r]
             assert not wrong, f"{measure.name}: {len(wrong)} of {len(pairs)} differ: {wrong[:5]}"
         elif measure.kind == "approx_percentile":  # a KLL sketch, exact up to k values a key
             assert max(row["orders"] for row in batch.values()) <= view.quantile_sketch_k
-            wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs) if b != r]
+            wrong = [(k, b, r) for k, (b, r) in zip(batch, pairs, strict=True) if b != r]
             assert not wrong, f"{measure.name}: {len(wrong)} of {len(pairs)} differ: {wrong[:5]}"
         else:  # a HyperLogLog sketch: relative standard error within view.approx_distinct_rsd
             outside = [(b, r) for b, r in pairs if abs(r - b) > view.distinct_tolerance(b, 4)]

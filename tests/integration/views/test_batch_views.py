@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pytest
 
-from ground_truth import expected_view, first_copies
 from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
@@ -17,6 +16,7 @@ from lambdalake.settings import Settings
 from lambdalake.views.batch import check_interval, recompute_views
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition, load_views
+from tests.support.ground_truth import expected_view, first_copies
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.streaming.progress import write_status
 from lambdalake.views.definition import load_views
-from test_serving_query import append_realtime, hour, publish_hours, write_batch
+from tests.support.serving_tables import append_realtime, hour, publish_hours, write_batch
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lambdalake.cli import build_parser, cmd_quality
-from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.quality.history import record
 from lambdalake.quality.report import per_layer
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)

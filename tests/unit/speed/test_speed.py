@@ -250,8 +250,8 @@ def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from lambdalake.speed.realtime import RealtimeFormatError, check_format, realtime_table
     from lambdalake.operations.reset import reset_speed_layer
+    from lambdalake.speed.realtime import RealtimeFormatError, check_format, realtime_table
     from lambdalake.streaming.service import app_process
     from lambdalake.views.definition import load_views
 

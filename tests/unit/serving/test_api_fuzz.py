@@ -18,7 +18,7 @@ from schemathesis.specs.openapi.checks import (
 from lambdalake.serving.api import create_app
 from lambdalake.settings import Settings
 from lambdalake.views.definition import view_names
-from test_serving_query import append_realtime, publish_hours, write_batch
+from tests.support.serving_tables import append_realtime, publish_hours, write_batch
 
 VIEWS = view_names()
 

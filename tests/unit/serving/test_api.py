@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from lambdalake.serving.api import create_app
 from lambdalake.settings import Settings
 from lambdalake.stack.secrets import MissingSecret
-from test_serving_query import append_realtime, publish_hours, write_batch
+from tests.support.serving_tables import append_realtime, publish_hours, write_batch
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from background import Background
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
 from lambdalake.stack.process import ManagedProcess
+from tests.support.background import Background
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,9 +10,9 @@ import pytest
 from fastapi import Header, HTTPException
 from fastapi.testclient import TestClient
 
-from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.quality.history import record
 from lambdalake.quality.page import create_quality_app
+from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)

@@ -13,7 +13,7 @@ from lambdalake.settings import PROJECT_ROOT
 DAGS = PROJECT_ROOT / "dags"
 HEAVY = ("pyspark", "great_expectations", "confluent_kafka", "delta", "deltalake")
 
-PROBE = """
+PROBE = f"HEAVY = {HEAVY!r}\n" + """
 import json, pathlib, sys, time
 from airflow.dag_processing.dagbag import DagBag
 import airflow.sdk  # warm the SDK, so each file's time is its own
@@ -27,9 +27,9 @@ print(json.dumps({
     "errors": {k: str(v) for k, v in bag.import_errors.items()},
     "dags": sorted(bag.dag_ids),
     "cpu_seconds": cpu,
-    "heavy": sorted(m for m in sys.modules if m.split(".")[0] in %r),
+    "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY),
 }))
-""" % (HEAVY,)
+"""
 
 
 def parse_dags(tmp_path: Path) -> dict:

@@ -14,10 +14,10 @@ from lambdalake.quality import realtime_gate
 from lambdalake.quality.history import read_results
 from lambdalake.quality.realtime_gate import gated_until, run_realtime_gates, validate_realtime
 from lambdalake.settings import Settings
-from lambdalake.views.measures import sketch_of
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.definition import ViewDefinition, load_views
-from test_serving_query import TS, append_realtime, hour
+from lambdalake.views.measures import sketch_of
+from tests.support.serving_tables import TS, append_realtime, hour
 
 NOW = hour(6)
 

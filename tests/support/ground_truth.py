@@ -13,6 +13,7 @@ import pandas as pd
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile
 from lambdalake.views.definition import ViewDefinition
 
+
 def percentile_disc(values: Sequence[Any], percentile: float) -> Any:
     """The smallest value whose cumulative share of ``values`` reaches ``percentile`` (SQL's
     ``percentile_disc``); None for no values."""
@@ -51,7 +52,7 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
                     & (events["window_start"] < end.replace(tzinfo=None))]
     rows = []
     for key, group in events.groupby(["window_start", *view.dimensions]):
-        row = dict(zip(["window_start", *view.dimensions], key))
+        row = dict(zip(["window_start", *view.dimensions], key, strict=True))
         for m in view.measures:
             values = group if not m.event_types else group[group["event_type"].isin(m.event_types)]
             column = values[m.column] if m.column else values["event_id"]

@@ -13,7 +13,6 @@ import yaml
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.quality.gate import interpret, raised_exception
-from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.suites import (
     INTERVAL_END,
@@ -23,6 +22,7 @@ from lambdalake.quality.suites import (
     derived_columns,
     view_suite,
 )
+from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.views.definition import VIEWS_DIR, load_views
 

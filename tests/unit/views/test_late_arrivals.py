@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,9 +18,7 @@ from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.late_arrivals import LateArrivals, WaitingWindow
 from lambdalake.views.publication import Publication, publish
-
-MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
-TS = pa.timestamp("us", tz="UTC")
+from tests.support.serving_tables import MIDNIGHT, TS
 
 
 def hour(h: float) -> datetime:

@@ -11,10 +11,10 @@ import pytest
 
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
-from lambdalake.speed.stream import query_name, queries_of
+from lambdalake.speed.stream import queries_of, query_name
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import estimate, sketch_of
-from tests.integration.ground_truth import percentile_disc, rank_admits
+from tests.support.ground_truth import percentile_disc, rank_admits
 
 TS = pa.timestamp("us", tz="UTC")
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)

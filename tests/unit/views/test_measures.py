@@ -17,7 +17,7 @@ from lambdalake.serving.maintenance import judge
 from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
 from lambdalake.views.definition import Measure, ViewDefinition, load_views
 from lambdalake.views.measures import MEASURE_KINDS
-from tests.integration.ground_truth import percentile_disc, rank_admits
+from tests.support.ground_truth import percentile_disc, rank_admits
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
 

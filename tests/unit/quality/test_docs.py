@@ -13,9 +13,9 @@ from fastapi import Header
 from fastapi.testclient import TestClient
 
 from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html
-from lambdalake.quality.verdict import GateResult
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.page import create_quality_app
+from lambdalake.quality.verdict import GateResult
 from lambdalake.settings import Settings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
