@@ -278,6 +278,9 @@ class ServingSettings(BaseModel):
     maintain_every_minutes: int = Field(
         10, ge=1, description="schedule of the serving DAG (it also runs on batch publishes)"
     )
+    late_rows_look_seconds: float = Field(
+        30.0, ge=0, description="/freshness looks for late rows waiting at most this often"
+    )
     api_token: SecretStr | None = Field(
         None, description="bearer token the query API requires on every route but /health;"
                           " unset: no token (local dev, loopback); production requires one"

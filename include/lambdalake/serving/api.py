@@ -139,6 +139,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     views = load_views()
     store = SnapshotStore(settings, views)
     refresher = Refresher(store, settings.serving.refresh_seconds)
+    late_arrivals = LateArrivals(settings, list(views.values()))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -204,7 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Per view: where batch ends, how recent real-time is, the speed layer's state."""
         now = datetime.now(UTC)
         speed = (read_status(settings, SPEED) or {}).get("views", {})
-        waiting = {w.view: w for w in LateArrivals(settings, list(views.values())).waiting()}
+        waiting = {w.view: w for w in late_arrivals.recent(settings.serving.late_rows_look_seconds)}
         return {name: view_freshness(store.get(name), speed.get(name, {}), now, waiting[name])
                 for name in sorted(views)}
 

@@ -31,6 +31,7 @@ import bisect
 import json
 import os
 import threading
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -119,6 +120,17 @@ class LateArrivals:
         self.views = views
         self.bronze = settings.table_path(BRONZE_TABLE)
         self.state_file = settings.state_dir / "status" / STATE_FILE
+        self._lock = threading.Lock()
+        self._last: tuple[float, list[Waiting]] | None = None
+
+    def recent(self, max_age_seconds: float) -> list[Waiting]:
+        """``waiting()``, looked at again only when the last look is older than
+        ``max_age_seconds``: the API's ``/freshness`` is polled far more often (a benchmark
+        polls it every 50 ms) than late rows change, and a look costs about 0.1 s."""
+        with self._lock:
+            if self._last is None or time.monotonic() - self._last[0] > max_age_seconds:
+                self._last = (time.monotonic(), self.waiting())
+            return self._last[1]
 
     def waiting(self) -> list[Waiting]:
         """Per view, the published windows with rows waiting, oldest first."""

@@ -114,7 +114,15 @@ class MeasureKind:
         raise NotImplementedError
 
     def union(self, partials: list[Any], view: ViewDefinition, measure: Measure) -> Any:
-        """Partials combined into one (sketched kinds only: the others combine on Arrow)."""
+        """Partials combined into one (sketched kinds only: the others combine on Arrow);
+        absent partials are skipped, and a single one is itself."""
+        present = [partial for partial in partials if partial is not None]
+        if len(present) <= 1:
+            return present[0] if present else None
+        return self.merge(present, view)
+
+    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
+        """Two or more serialized sketches merged into one (sketched kinds only)."""
         raise NotImplementedError
 
     def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
@@ -148,10 +156,21 @@ class MeasureKind:
         return drift < 0
 
 
-class Count(MeasureKind):
+class _Counting(MeasureKind):
+    """The kinds that count (events, distinct values): never null, never negative."""
+
+    never_null = True
+
+    def bounds(self, column_bounds: Bounds) -> Bounds:
+        return 0, None
+
+    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
+        return f"a {self.name} is non-negative"
+
+
+class Count(_Counting):
     name = "count"
     needs_column = False
-    never_null = True
     spark_aggregate = "count"
     micro_batch = "count"
     combine = "sum"
@@ -160,12 +179,6 @@ class Count(MeasureKind):
         import pyarrow as pa
 
         return pa.int64()
-
-    def bounds(self, column_bounds: Bounds) -> Bounds:
-        return 0, None
-
-    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
-        return f"a {self.name} is non-negative"
 
 
 class Sum(MeasureKind):
@@ -209,13 +222,12 @@ class Maximum(MeasureKind):
     combine = "max"
 
 
-class DistinctCount(MeasureKind):
+class DistinctCount(_Counting):
     """Exact in batch; a HyperLogLog sketch (DataSketches' HLL_8) in the speed layer, with
     the relative standard error ``view.approx_distinct_rsd``."""
 
     name = "distinct_count"
     exact_in_speed_layer = False
-    never_null = True
     spark_aggregate = "count_distinct"
     micro_batch = "list"
     combine = "list"
@@ -228,25 +240,16 @@ class DistinctCount(MeasureKind):
     def sketch(self, values: Iterable[Any], view: ViewDefinition, measure: Measure) -> bytes:
         return sketch_of((value for value in values if value is not None), view.sketch_lg_k)
 
-    def union(self, partials: list[Any], view: ViewDefinition, measure: Measure) -> Any:
+    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
         from datasketches import hll_sketch, hll_union, tgt_hll_type
 
-        present = [partial for partial in partials if partial is not None]
-        if len(present) <= 1:
-            return present[0] if present else None
         combined = hll_union(view.sketch_lg_k)
-        for partial in present:
-            combined.update(hll_sketch.deserialize(partial))
+        for sketch in sketches:
+            combined.update(hll_sketch.deserialize(sketch))
         return bytes(combined.get_result(tgt_hll_type.HLL_8).serialize_compact())
 
     def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
         return estimate(partial)
-
-    def bounds(self, column_bounds: Bounds) -> Bounds:
-        return 0, None
-
-    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
-        return f"a {self.name} is non-negative"
 
     def stated_error(self, view: ViewDefinition) -> dict[str, float]:
         return {"speed_layer_rsd": view.approx_distinct_rsd}
@@ -304,15 +307,12 @@ class ApproxPercentile(MeasureKind):
                 sketch.update(float(value))
         return bytes(sketch.serialize())
 
-    def union(self, partials: list[Any], view: ViewDefinition, measure: Measure) -> Any:
+    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
         from datasketches import kll_doubles_sketch
 
-        present = [partial for partial in partials if partial is not None]
-        if len(present) <= 1:
-            return present[0] if present else None
-        combined = kll_doubles_sketch.deserialize(present[0])
-        for partial in present[1:]:
-            combined.merge(kll_doubles_sketch.deserialize(partial))
+        combined = kll_doubles_sketch.deserialize(sketches[0])
+        for sketch in sketches[1:]:
+            combined.merge(kll_doubles_sketch.deserialize(sketch))
         return bytes(combined.serialize())
 
     def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
