@@ -4,7 +4,9 @@ wait_for_bronze → gate_bronze → compute → gate_views → publish. The wait
 reschedule mode (no worker slot held while ingest catches up). Spark steps run as child
 processes (``spark_jobs/``) in the ``spark`` pool, which bounds concurrent Spark jobs.
 ``publish`` advances each view's high-water mark and emits the ``lambdalake_batch_views``
-asset event the serving layer listens to. Backfill with Airflow's own command::
+asset event the serving layer listens to. DAG ``lambdalake_restatement`` triggers runs of
+published intervals that late rows reached since (``restate__…`` run ids). Backfill with
+Airflow's own command::
 
     lambdalake airflow backfill create --dag-id lambdalake_batch_views \\
         --from-date 2026-11-18 --to-date 2026-11-20 --reprocess-behavior completed
@@ -53,6 +55,10 @@ spark_task = partial(task, pool=settings.airflow.spark_pool,
         "full_reprocess": Param(False, type="boolean", title="Full reprocess",
                                 description="Recompute the chosen views from all of bronze into"
                                             " new versions, validate, then switch readers."),
+        "restating": Param(None, type=["null", "object"], title="Restating (set by DAG "
+                           "lambdalake_restatement)",
+                           description="Per view, the late rows this run takes in: "
+                                       "{rows, events, computed_from}. Leave empty."),
     },
     doc_md=__doc__,
 )

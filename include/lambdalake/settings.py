@@ -220,11 +220,23 @@ class BatchSettings(BaseModel):
     )
     task_timeout_minutes: int = Field(60, ge=1, description="timeout of each Spark task")
     retries: int = Field(2, ge=0, description="retries of each task, with exponential back-off")
+    restate_every_minutes: int = Field(
+        10, ge=1, description="schedule of DAG lambdalake_restatement: how often published "
+        "intervals with late rows are looked for and restated"
+    )
+    restate_max_intervals: int = Field(
+        4, ge=1, description="restatement runs at a time at most (oldest interval first)"
+    )
+    restate_warn_after: str | None = Field(
+        None, description="a quality warning is recorded when late rows wait longer; unset: "
+        "one batch interval + the longest lateness + two restatement cycles"
+    )
 
-    @field_validator("interval")
+    @field_validator("interval", "restate_warn_after")
     @classmethod
-    def _is_duration(cls, value: str) -> str:
-        duration_seconds(value)
+    def _is_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_seconds(value)
         return value
 
     @property

@@ -3,7 +3,8 @@ event times each holds (the writer's file statistics), without reading bronze it
 
 Finding the events that arrived after a batch slice was computed is a question about the
 commits made since its bronze version, not about bronze's rows: a commit's JSON file lists
-the files it added with their row count and the minimum and maximum of each column. Reading
+the files it added with their row count, the minimum and maximum of each column, and when
+each was written (its arrival). Reading
 the commits since the last look costs what was committed since, whatever bronze's size.
 Files a compaction rewrote are not new data (``dataChange`` false) and are left out.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from lambdalake.lake.bookkeeping import arrow_filesystem
 from lambdalake.timeutil import parse_utc
@@ -32,6 +33,7 @@ class AddedFile:
     rows: int
     first_event: datetime | None  # None: the writer kept no statistics
     last_event: datetime | None
+    arrived_at: datetime | None = None  # the add action's modificationTime
 
 
 def log_path(table_path: str, version: int) -> str:
@@ -52,7 +54,9 @@ def files_added(table_path: str, after: int, through: int) -> list[AddedFile]:
             stats = json.loads(action.get("stats") or "{}")
             lowest = (stats.get("minValues") or {}).get(EVENT_TIME)
             highest = (stats.get("maxValues") or {}).get(EVENT_TIME)
+            written = action.get("modificationTime")
             added.append(AddedFile(
                 version, action["path"], int(stats.get("numRecords") or 0),
-                parse_utc(lowest) if lowest else None, parse_utc(highest) if highest else None))
+                parse_utc(lowest) if lowest else None, parse_utc(highest) if highest else None,
+                datetime.fromtimestamp(written / 1000, UTC) if written else None))
     return added

@@ -15,11 +15,12 @@ from lambdalake.speed.supervisor import recent_alerts
 from lambdalake.streaming.progress import failures, read_status
 from lambdalake.views.definition import load_views
 from lambdalake.views.late_arrivals import LateArrivals
+from lambdalake.views.restatement import read_restatements
 
 
 def print_layer_freshness(settings: Settings) -> None:
     """Each layer's progress: ingest and speed from their status, batch and serving from
-    Delta; then the supervisor's alerts of the last hour."""
+    Delta; the newest restatements; then the supervisor's alerts of the last hour."""
     ingest = read_status(settings, INGEST)
     if ingest:
         age = time.time() - ingest["written_at"]
@@ -49,6 +50,10 @@ def print_layer_freshness(settings: Settings) -> None:
         print(f"serving {name}: batch up to {fresh['high_water_mark']} "
               f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
               f"v{fresh['batch_view_version']}), {realtime}{late}")
+    for restated in read_restatements(settings)[-5:]:
+        print(f"restated {restated['view']} [{restated['interval_start']:%Y-%m-%d %H:%M}, "
+              f"{restated['interval_end']:%Y-%m-%d %H:%M}) at {restated['restated_at']:%H:%M:%S}"
+              f"Z: {restated['late_rows']} late rows taken in, run {restated['run_id']}")
     for alert in recent_alerts(settings, within_seconds=3600):
         print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
               + "".join(f"\n  {problem}" for problem in alert["problems"]))

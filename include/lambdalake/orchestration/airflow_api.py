@@ -1,6 +1,7 @@
 """A small client of Airflow 3's REST API: log in, trigger a DAG run, wait for it.
 
-Used by ``lambdalake demo`` and by tests that drive the real Airflow like a user would.
+Used by ``lambdalake demo``, by the restatement DAG (which triggers batch runs) and by tests
+that drive the real Airflow like a user would.
 """
 
 from __future__ import annotations
@@ -56,11 +57,19 @@ class AirflowClient:
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
-    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-        run = self._call(
-            "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}}
-        )
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None,
+                run_id: str | None = None) -> str:
+        """Trigger a run (``run_id``: Airflow's own when None); return its run id."""
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
+        if run_id is not None:
+            body["dag_run_id"] = run_id
+        run = self._call("POST", f"/dags/{dag_id}/dagRuns", json=body)
         return str(run["dag_run_id"])
+
+    def active_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's queued and running runs, with their conf and data interval."""
+        params = {"limit": 100, "state": ["queued", "running"]}
+        return list(self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)["dag_runs"])
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])

@@ -33,6 +33,8 @@ class BatchPlan:
     views: list[str]
     full_reprocess: bool
     run_id: str
+    restating: dict[str, dict[str, int]] | None = None
+    """Set when the restatement DAG triggered the run: per view, the late rows it takes in."""
 
     def to_xcom(self) -> dict[str, Any]:
         return {**asdict(self), "start": _iso(self.start), "end": _iso(self.end)}
@@ -78,7 +80,21 @@ def plan_batch_run(
     assert start is not None and end is not None
     for name in names:
         check_interval(views[name], start, end)
-    return BatchPlan(start, end, names, False, run_id)
+    return BatchPlan(start, end, names, False, run_id, _restating(params, names))
+
+
+def _restating(params: dict[str, Any], names: list[str]) -> dict[str, dict[str, int]] | None:
+    """The restatement DAG's account of the late rows this run takes in, checked."""
+    restating = params.get("restating")
+    if not restating:
+        return None
+    fields = {"rows", "events", "computed_from"}
+    for name, late in restating.items():
+        if name not in names or not isinstance(late, dict) or set(late) != fields \
+                or not all(isinstance(v, int) and v >= 0 for v in late.values()):
+            raise ValueError(f"restating: {name!r} must be one of this run's views with "
+                             f"non-negative integers {sorted(fields)}, not {late!r}")
+    return {name: dict(late) for name, late in restating.items()}
 
 
 def completeness_moment(plan: BatchPlan) -> datetime:
@@ -127,11 +143,13 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
 def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> dict[str, str]:
     """Make the gated results visible; return each view's high-water mark (ISO time).
 
-    A recompute publishes its interval (the mark may advance); a full reprocess switches
+    A recompute publishes its interval (the mark may advance; a restated interval was
+    published before, so it stays) and a restatement is logged; a full reprocess switches
     readers to the new versions and leaves the publication log as it is.
     """
     from lambdalake.views.publication import Publication, high_water_mark
     from lambdalake.views.publication import publish as record
+    from lambdalake.views.restatement import record_restatement
 
     if plan.full_reprocess:
         for w in written:
@@ -144,6 +162,9 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
                         w["bronze_version"], plan.run_id)
             for w in written
         ])
+        if plan.restating:
+            record_restatement(settings, plan.start, plan.end, plan.restating,
+                               {w["view"]: w["bronze_version"] for w in written}, plan.run_id)
     return {name: high_water_mark(settings, name).isoformat() for name in plan.views}
 
 

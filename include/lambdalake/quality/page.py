@@ -6,7 +6,8 @@ plain HTML with inline styles — nothing is loaded from the network, so the pag
 offline. Pages:
 
 - ``/`` — the newest verdict and a trend of recent verdicts per layer and subject, the
-  failing expectations with sample unexpected values, and the recent validations;
+  late rows waiting for restatement per view and the recent restatements, the failing
+  expectations with sample unexpected values, and the recent validations;
   ``?layer=`` and ``?subject=`` narrow it;
 - ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
 - ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``)
@@ -130,13 +131,51 @@ def _page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>")
 
 
-def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50) -> str:
-    """The overview: per layer and subject, failing expectations, the newest validations."""
+def late_rows_of(settings: Settings) -> str:
+    """The ``late_rows`` section from the newest cycle's status and the restatement log
+    (delta-rs is imported here, not when the plugin loads)."""
+    from lambdalake.views.restatement import read_cycle_status, read_restatements
+
+    return late_rows(read_cycle_status(settings), read_restatements(settings))
+
+
+def late_rows(cycle: dict[str, Any] | None, restatements: list[dict[str, Any]],
+              limit: int = 10) -> str:
+    """Per view, the late rows the newest restatement cycle found waiting; the newest
+    restatements (interval, late rows taken in, run)."""
+    if cycle is None:
+        waiting = "<p class=muted>No restatement cycle has looked yet.</p>"
+    else:
+        waiting = f"<p class=muted>Looked at {escape(cycle['looked_at'])}.</p>" + _table(
+            ["view", "late rows", "events", "published windows", "oldest window",
+             "waiting since"],
+            [f"<tr><td>{escape(view)}</td><td class={'warning' if w['rows'] else 'passed'}>"
+             f"{w['rows']}</td><td>{w['events']}</td><td>{w['windows']}</td>"
+             f"<td>{escape(str(w['oldest_window'] or '–'))}</td>"
+             f"<td>{escape(str(w['waiting_since'] or '–'))}</td></tr>"
+             for view, w in sorted(cycle["views"].items())])
+    newest = restatements[::-1][:limit]
+    done = _table(["restated at", "view", "interval", "late rows", "events",
+                   "bronze version", "run"],
+                  [f"<tr><td>{r['restated_at']:%Y-%m-%d %H:%M:%S}</td>"
+                   f"<td>{escape(r['view'])}</td><td>{r['interval_start']:%Y-%m-%d %H:%M} – "
+                   f"{r['interval_end']:%Y-%m-%d %H:%M}</td><td>{r['late_rows']}</td>"
+                   f"<td>{r['late_events']}</td><td>{r['computed_from']} → "
+                   f"{r['bronze_version']}</td><td>{escape(r['run_id'])}</td></tr>"
+                   for r in newest]) if newest else "<p class=muted>None yet.</p>"
+    return waiting + f"<h2>Recent restatements ({len(newest)} of {len(restatements)})</h2>" + done
+
+
+def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50,
+                  late: str = "") -> str:
+    """The overview: per layer and subject, late rows (``late``: the ``late_rows``
+    section), failing expectations, the newest validations."""
+    late = f"<h2>Late rows waiting for restatement</h2>{late}" if late else ""
     if not results:
-        return _page("Data quality", "<p class=muted>No validation recorded yet.</p>")
+        return _page("Data quality", "<p class=muted>No validation recorded yet.</p>" + late)
     newest = recent(results, limit=limit)
     return _page("Data quality", (
-        "<h2>Per layer and subject</h2>" + latest_per_subject(results)
+        "<h2>Per layer and subject</h2>" + latest_per_subject(results) + late
         + "<h2>Failing expectations (newest first)</h2>" + failing_expectations(newest)
         + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
         + validations(newest, docs_url)))
@@ -146,7 +185,8 @@ def write_report(settings: Settings, limit: int = 200) -> Path:
     """The overview as a static file beside the Data Docs pages it links (``index.html``)."""
     path = docs_dir(settings) / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(overview_page(read_results(settings), ".", limit), encoding="utf-8")
+    late = late_rows_of(settings)
+    path.write_text(overview_page(read_results(settings), ".", limit, late), encoding="utf-8")
     return path
 
 
@@ -162,10 +202,12 @@ def create_quality_app(
     @app.get("/", response_class=HTMLResponse)
     def overview(request: Request, layer: str | None = None, subject: str | None = None,
                  limit: int = 50) -> str:
-        results = [r for r in read_results(settings())
+        current = settings()
+        results = [r for r in read_results(current)
                    if (layer is None or r["layer"] == layer)
                    and (subject is None or r["subject"] == subject)]
-        return overview_page(results, _docs_url(request), max(1, min(limit, 1000)))
+        late = late_rows_of(current)
+        return overview_page(results, _docs_url(request), max(1, min(limit, 1000)), late)
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
              dependencies=[Depends(run_access)] if run_access else [])

@@ -28,7 +28,8 @@ def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: da
         "snapshot_age_seconds": round((now - snapshot.taken_at).total_seconds(), 3),
         "speed": {key: speed_status.get(key) for key in SPEED_FIELDS},
         "late_rows_waiting": None if waiting is None else waiting.rows,
-        "late_events_waiting": None if waiting is None
-        else sum(window.events for window in waiting.windows),
+        "late_events_waiting": None if waiting is None else waiting.events,
         "oldest_waiting_window": None if waiting is None else json_value(waiting.oldest),
+        "late_rows_waiting_since": None if waiting is None
+        else json_value(waiting.waiting_since),
     }

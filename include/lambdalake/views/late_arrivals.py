@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
@@ -58,6 +58,8 @@ class WaitingWindow:
     rows: int              # bronze rows that arrived after the slice's bronze version
     events: int            # their distinct event ids
     computed_from: int     # the bronze version the published slice read
+    waiting_since: datetime | None = field(default=None, compare=False)
+    """When the first of its rows reached bronze (None: the writer did not say)."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,17 @@ class Waiting:
         return sum(window.rows for window in self.windows)
 
     @property
+    def events(self) -> int:
+        return sum(window.events for window in self.windows)
+
+    @property
     def oldest(self) -> datetime | None:
         return self.windows[0].window_start if self.windows else None
+
+    @property
+    def waiting_since(self) -> datetime | None:
+        """When the longest-waiting of its rows reached bronze."""
+        return min((w.waiting_since for w in self.windows if w.waiting_since), default=None)
 
 
 def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, int]:
@@ -164,6 +175,7 @@ class LateArrivals:
 
         rows: dict[datetime, int] = defaultdict(int)
         events: dict[datetime, set[str]] = defaultdict(set)
+        since: dict[datetime, datetime] = {}
         filesystem, root = arrow_filesystem(self.bronze)
         for file in late:
             windows = published.late_for(file)
@@ -179,8 +191,12 @@ class LateArrivals:
                 if _utc(start) in windows:
                     rows[_utc(start)] += 1
                     events[_utc(start)].add(event_id)
+                    if file.arrived_at and (_utc(start) not in since
+                                            or file.arrived_at < since[_utc(start)]):
+                        since[_utc(start)] = file.arrived_at
         return Waiting(view.name, [
-            WaitingWindow(start, rows[start], len(events[start]), published.versions[start])
+            WaitingWindow(start, rows[start], len(events[start]), published.versions[start],
+                          since.get(start))
             for start in sorted(rows)])
 
     def _load(self) -> tuple[int, dict[str, dict[datetime, int]], list[AddedFile]]:
@@ -192,17 +208,16 @@ class LateArrivals:
         published = {view: {parse_utc(window): int(version) for window, version in windows}
                      for view, windows in state["published"].items()}
         late = [AddedFile(f["version"], f["path"], f["rows"],
-                          parse_utc(f["first_event"]) if f["first_event"] else None,
-                          parse_utc(f["last_event"]) if f["last_event"] else None)
+                          *(parse_utc(f[key]) if f.get(key) else None
+                            for key in ("first_event", "last_event", "arrived_at")))
                 for f in state["late"]]
         return int(state["scanned_through"]), published, late
 
     def _save(self, scanned_through: int, published: dict[str, dict[datetime, int]],
               late: list[AddedFile]) -> None:
         def plain(file: AddedFile) -> dict[str, Any]:
-            return {**asdict(file),
-                    "first_event": file.first_event and file.first_event.isoformat(),
-                    "last_event": file.last_event and file.last_event.isoformat()}
+            return {key: value.isoformat() if isinstance(value, datetime) else value
+                    for key, value in asdict(file).items()}
 
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         written = self.state_file.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")

@@ -40,10 +40,25 @@ def test_the_trigger_form_overrides_interval_and_views() -> None:
     ({"start": "2026-11-19T00:30:00Z", "end": "2026-11-19T02:00:00Z"}, "not aligned"),
     ({"start": "2026-11-19T02:00:00Z", "end": "2026-11-19T01:00:00Z"}, "empty interval"),
     ({"start": "2026-11-19T00:00:00", "end": "2026-11-19T01:00:00"}, "no time zone"),
+    ({"views": ["funnel"], "restating": {"page_traffic": {
+        "rows": 1, "events": 1, "computed_from": 3}}}, "one of this run's views"),
+    ({"restating": {"funnel": {"rows": -1, "events": 1, "computed_from": 3}}},
+     "non-negative integers"),
+    ({"restating": {"funnel": {"rows": 1}}}, "non-negative integers"),
 ])
 def test_bad_params_fail_the_plan_with_a_clear_message(params: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plan_batch_run(params, START, END, "manual__x")
+
+
+def test_a_restatement_carries_its_late_rows_to_the_publication() -> None:
+    late = {"rows": 5, "events": 4, "computed_from": 17}
+    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T01:00:00Z",
+              "views": ["funnel"], "restating": {"funnel": late}}
+    plan = plan_batch_run(params, START, END, "restate__x")
+    assert plan.restating == {"funnel": late}
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    assert plan_batch_run({}, START, END, "scheduled__x").restating is None
 
 
 def test_a_full_reprocess_needs_no_interval() -> None:

@@ -25,8 +25,12 @@ def require_token(authorization: str = Header("")) -> str:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> TestClient:
-    settings = Settings(state_dir=tmp_path)
+def settings(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path)
+
+
+@pytest.fixture
+def client(settings: Settings) -> TestClient:
     negative = ExpectationOutcome("amount_not_negative", "expect_column_values_to_be_between",
                                   "revenue", "critical", "revenue >= 0", None, 2, [-3, "<b>"])
     for hour, success in ((10, True), (11, False)):
@@ -53,6 +57,27 @@ def test_a_runs_page_shows_only_that_runs_validations(client: TestClient) -> Non
     assert "No failing expectations" in page
     empty = client.get("/runs/lambdalake_batch_views/other").text
     assert "recorded no validation" in empty
+
+
+def test_the_overview_shows_late_rows_waiting_and_recent_restatements(
+    client: TestClient, settings: Settings,
+) -> None:
+    from lambdalake.views.late_arrivals import Waiting, WaitingWindow
+    from lambdalake.views.restatement import record_restatement, write_cycle_status
+
+    assert "No restatement cycle has looked yet" in client.get("/").text
+    write_cycle_status(settings, [
+        Waiting("page_traffic", [WaitingWindow(HOUR, 7, 6, 3, HOUR.replace(hour=12))]),
+        Waiting("funnel", [])], [], HOUR.replace(hour=13))
+    record_restatement(settings, HOUR, HOUR.replace(hour=11),
+                       {"funnel": {"rows": 4, "events": 4, "computed_from": 2}},
+                       {"funnel": 8}, "restate__2026-11-20T10:00:00Z__x")
+    page = client.get("/").text
+    assert "<td>page_traffic</td><td class=warning>7</td><td>6</td><td>1</td>" in page
+    assert "2026-11-20T10:00:00Z" in page and "2026-11-20T12:00:00Z" in page
+    assert "<td>funnel</td><td class=passed>0</td>" in page
+    assert "Recent restatements (1 of 1)" in page and "restate__2026-11-20T10:00:00Z__x" in page
+    assert "<td>4</td><td>4</td><td>2 → 8</td>" in page
 
 
 def test_filters_narrow_the_overview(client: TestClient) -> None:

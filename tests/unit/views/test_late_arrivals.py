@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,11 +18,8 @@ from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.late_arrivals import LateArrivals, WaitingWindow
 from lambdalake.views.publication import Publication, publish
-from tests.support.serving_tables import MIDNIGHT, TS
-
-
-def hour(h: float) -> datetime:
-    return MIDNIGHT + timedelta(hours=h)
+from tests.support.late_rows import arrive, hour, publish_from
+from tests.support.serving_tables import TS
 
 
 @pytest.fixture
@@ -34,30 +31,6 @@ def lake(tmp_path: Path) -> Settings:
 def views() -> list[ViewDefinition]:
     all_views = load_views()
     return [all_views["page_traffic"], all_views["product_sales"]]
-
-
-def arrive(lake: Settings, events: list[tuple[str, str, float]]) -> int:
-    """(event id, type, hour) events appended to bronze in one commit; its version."""
-    write_deltalake(lake.table_path(BRONZE_TABLE), pa.table({
-        "event_id": [e for e, _, _ in events], "event_type": [t for _, t, _ in events],
-        "occurred_at": pa.array([hour(h) for _, _, h in events], TS),
-        "event_date": pa.array([hour(h).date() for _, _, h in events], pa.date32()),
-    }), partition_by=["event_date"], mode="append")
-    return DeltaTable(lake.table_path(BRONZE_TABLE)).version()
-
-
-def publish_from(lake: Settings, bronze_version: int, *hours: int) -> None:
-    """The batch layer computed ``hours`` of page_traffic and product_sales from
-    ``bronze_version`` (a row per hour with that lineage) and published them."""
-    for view in ("page_traffic", "product_sales"):
-        write_deltalake(lake.table_path(physical_table(view, 1)), pa.table({
-            "window_start": pa.array([hour(h) for h in hours], TS),
-            "bronze_version": pa.array([bronze_version] * len(hours), pa.int64()),
-        }), partition_by=["window_start"], mode="overwrite",
-            predicate=" OR ".join(f"window_start = '{hour(h).isoformat()}'" for h in hours)
-            if DeltaTable.is_deltatable(lake.table_path(physical_table(view, 1))) else None)
-        publish(lake, [Publication(view, hour(h), hour(h + 1), 1, bronze_version, "run")
-                       for h in hours])
 
 
 def waiting(lake: Settings, views: list[ViewDefinition]) -> dict[str, list[WaitingWindow]]:

@@ -1,0 +1,95 @@
+"""One restatement cycle: what it triggers through Airflow's API, what it leaves for later,
+and the warning when late rows wait too long (Airflow's API answered in memory)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from lambdalake.operations.restatement import (
+    BATCH_DAG_ID,
+    restatement_cycle,
+    run_interval,
+    warn_after_seconds,
+)
+from lambdalake.orchestration.airflow_api import AirflowClient
+from lambdalake.quality.history import read_results
+from lambdalake.settings import Settings
+from lambdalake.views.definition import load_views
+from tests.support.late_rows import arrive, hour, publish_from
+
+
+class Airflow:
+    """The two calls a cycle makes, answered from lists."""
+
+    def __init__(self, active: list[dict[str, Any]]) -> None:
+        self.active = active
+        self.triggered: list[tuple[str, dict[str, Any]]] = []
+
+    def active_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        assert dag_id == BATCH_DAG_ID
+        return self.active
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str) -> str:
+        self.triggered.append((run_id, conf))
+        return run_id
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20),
+                                               "restate_max_intervals": 2})
+
+
+def late_rows_in_three_hours(lake: Settings) -> None:
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    publish_from(lake, first, 0, 1, 2, 3)
+    arrive(lake, [("b", "page_view", 0.7), ("c", "page_view", 2.5), ("d", "page_view", 3.5)])
+
+
+def cycle(lake: Settings, airflow: Airflow, now: datetime) -> Any:
+    return restatement_cycle(lake, cast(AirflowClient, airflow), now, "scheduled__cycle")
+
+
+def test_a_cycle_triggers_the_oldest_intervals_it_has_room_for(lake: Settings) -> None:
+    late_rows_in_three_hours(lake)
+    running = {"dag_run_id": "restate__earlier", "conf": {
+        "start": "2026-11-20T03:00:00Z", "end": "2026-11-20T04:00:00Z"}}
+    scheduled = {"dag_run_id": "scheduled__0", "conf": {},
+                 "data_interval_start": "2026-11-20T00:00:00Z",
+                 "data_interval_end": "2026-11-20T01:00:00Z"}
+    airflow = Airflow([running, scheduled])
+    done = cycle(lake, airflow, datetime.now(UTC))
+    # hour 0 is being computed, hour 3 restated; one restatement runs: room for one more
+    assert [(conf["start"], conf["views"]) for _, conf in airflow.triggered] == [
+        ("2026-11-20T02:00:00Z", ["page_traffic"])]
+    assert [run_id for run_id, _ in done.triggered] == [run_id for run_id, _ in airflow.triggered]
+    assert done.still_running == ["restate__earlier"] and done.overdue == []
+    assert any("triggered restate__2026-11-20T02:00:00Z" in line for line in done.describe())
+
+
+def test_rows_waiting_too_long_record_a_quality_warning(lake: Settings) -> None:
+    late_rows_in_three_hours(lake)
+    allowed = warn_after_seconds(lake, list(load_views().values()))
+    assert allowed == 3600 + 600 + 2 * 600  # an interval, the lateness, two cycles
+    later = datetime.now(UTC) + timedelta(seconds=allowed + 60)
+    done = cycle(lake, Airflow([]), later)
+    assert [w.view for w in done.overdue] == ["page_traffic"]
+    (warning,) = read_results(lake)
+    assert (warning["layer"], warning["subject"], warning["success"]) == (
+        "restatement", "page_traffic", True)
+    (outcome,) = warning["warnings"]
+    assert outcome["check"] == "late_rows_restated_in_time"
+    assert outcome["observed"]["rows"] == 3 and outcome["observed"]["windows"] == 3
+
+
+def test_the_interval_of_an_active_run() -> None:
+    assert run_interval({"conf": {"full_reprocess": True}}) is None
+    assert run_interval({"conf": {"start": "2026-11-20T01:00:00Z",
+                                  "end": "2026-11-20T02:00:00Z"}}) == (hour(1), hour(2))
+    assert run_interval({"conf": {}, "data_interval_start": "2026-11-20T00:00:00+00:00",
+                         "data_interval_end": "2026-11-20T01:00:00+00:00"}) == (hour(0), hour(1))
+    assert run_interval({"conf": None, "data_interval_start": None}) is None
