@@ -12,8 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,13 +30,13 @@ from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.stream import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.streaming.progress import read_status
-from lambdalake.views.definition import ViewDefinition, load_views
-from tests.support.ground_truth import expected_view, manifest_events, rank_admits
+from lambdalake.views.definition import load_views
+from tests.support.ground_truth import expected_view, manifest_events
+from tests.support.merged_answers import disagreements, merged_answer, window
 
 STACK_ENV = isolated_environment("test-platform", slot=2)
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-READS = 10  # of a whole answer, each at one high-water mark: a batch run publishes rarely
 
 
 @pytest.fixture(scope="module")
@@ -169,64 +168,6 @@ def run_demo(platform: Platform, traffic: int, seed: int) -> str:
     assert output.count(f"curl '{base}/views/") == 2
     assert "from batch (before" in output and "data quality:" in output
     return output
-
-
-def merged_answer(base_url: str, view: str, start: datetime, end: datetime
-                  ) -> tuple[list[dict[str, Any]], datetime]:
-    """Every row for windows starting in [start, end), page by page, all pages read at one
-    high-water mark (a scheduled batch run may publish meanwhile: then read again); the mark."""
-    for _ in range(READS):
-        rows: list[dict[str, Any]] = []
-        marks: set[str] = set()
-        offset: int | None = 0
-        while offset is not None:
-            page = httpx.get(f"{base_url}/views/{view}/rows", timeout=30, params={
-                "from": start.isoformat(), "to": end.isoformat(), "limit": 1000,
-                "offset": offset}).json()
-            rows += page["rows"]
-            marks.add(page["snapshot"]["high_water_mark"])
-            offset = page["next_offset"]
-        if len(marks) == 1:
-            return rows, window(marks.pop())
-    raise AssertionError(f"{view}: the high-water mark moved during each of {READS} reads")
-
-
-def window(value: Any) -> datetime:
-    moment = pd.Timestamp(value)
-    return (moment.tz_convert(UTC) if moment.tzinfo else moment.tz_localize(UTC)).to_pydatetime()
-
-
-def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: datetime,
-                  truth: pd.DataFrame) -> list[str]:
-    """Where the API's answer differs from the ground truth. Rows come from batch before the
-    mark and real-time after it; exact measures equal the truth, the speed layer's distinct
-    counts are within 4 rsd (``distinct_tolerance``) and its percentiles within their rank
-    error (``quantile_rank_error``)."""
-    def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
-
-    expected = {key(row): row for row in truth.to_dict("records")}
-    answered = {key(row): row for row in rows}
-    problems = [f"{k}: {row['source']} row on the wrong side of {mark}"
-                for k, row in answered.items() if (k[0] < mark) != (row["source"] == "batch")]
-    problems += [f"{k}: not in the answer" for k in expected.keys() - answered.keys()]
-    problems += [f"{k}: answered but not in the truth" for k in answered.keys() - expected.keys()]
-    for k in expected.keys() & answered.keys():
-        row = answered[k]
-        realtime = row["source"] == "realtime"
-        for m in view.measures:
-            if realtime and m.kind == "approx_percentile":  # a KLL sketch: within its rank error
-                if not rank_admits(expected[k][f"{m.name}__values"], float(row[m.name]),
-                                   m.percentile, view.quantile_rank_error):
-                    problems.append(f"{k} {m.name}: {row[m.name]} from realtime is not the "
-                                    f"p{m.percentile} within {view.quantile_rank_error:.4f}")
-                continue
-            want, got = Decimal(str(expected[k][m.name])), Decimal(str(row[m.name]))
-            tolerance = Decimal(view.distinct_tolerance(float(want), 4)
-                                if realtime and not m.exact_in_speed_layer else 0)
-            if abs(got - want) > tolerance:
-                problems.append(f"{k} {m.name}: {got} from {row['source']}, truth {want}")
-    return problems
 
 
 def speed_views(settings: Settings) -> dict[str, dict[str, Any]]:

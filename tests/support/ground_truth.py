@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import pandas as pd
 
-from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile
+from lambdalake.generator import Manifest, Record, TrafficGenerator, TrafficProfile
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -71,13 +71,17 @@ def first_copies(bronze: pd.DataFrame) -> pd.DataFrame:
     return bronze.sort_values(["partition", "offset"]).drop_duplicates("event_id")
 
 
-def manifest_events(manifest: Manifest) -> pd.DataFrame:
-    """Every distinct valid event a generator run produced, regenerated from its manifest."""
+def manifest_records(manifest: Manifest) -> Iterator[Record]:
+    """The records a generator run produced, regenerated from its manifest."""
     profile: dict[str, Any] = dict(manifest.profile)
     if profile.get("start_time"):
         profile["start_time"] = datetime.fromisoformat(str(profile["start_time"]))
-    records = TrafficGenerator(TrafficProfile(**profile)).records()
-    events = pd.DataFrame([r.event for r in records if r.kind == "valid"])
+    return TrafficGenerator(TrafficProfile(**profile)).records()
+
+
+def manifest_events(manifest: Manifest) -> pd.DataFrame:
+    """Every distinct valid event a generator run produced, regenerated from its manifest."""
+    events = pd.DataFrame([r.event for r in manifest_records(manifest) if r.kind == "valid"])
     events["occurred_at"] = pd.to_datetime(events["occurred_at"], utc=True).dt.tz_localize(None)
     assert events["event_id"].is_unique and len(events) == len(manifest.valid_event_ids)
     return events

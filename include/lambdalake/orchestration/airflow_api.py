@@ -57,6 +57,9 @@ class AirflowClient:
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
+    def pause(self, dag_id: str) -> None:
+        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None,
                 run_id: str | None = None) -> str:
         """Trigger a run (``run_id``: Airflow's own when None); return its run id."""

@@ -19,7 +19,7 @@ def verdict(result: dict[str, Any]) -> str:
     return "passed" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
-LAYERS = ("bronze", "batch", "realtime", "serving")
+LAYERS = ("bronze", "batch", "realtime", "serving", "restatement")
 """The layers whose gates record results."""
 
 

@@ -1,7 +1,8 @@
 """The batch DAG against the real stack, with ingest and the speed layer running: backfill
 through Airflow's CLI (checked against the generator's ground truth), a compute task killed
-mid-write and retried, a full reprocess triggered like the UI's form does it, and a bad
-batch stopped at its gate.
+mid-write and retried, events days late restated by DAG lambdalake_restatement, a full
+reprocess triggered like the UI's form does it (with late events restated after its switch),
+and a bad batch stopped at its gate.
 
 The stack runs with a daily batch interval (a setting), so three days are three runs.
 """
@@ -21,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import psutil
 import pytest
@@ -35,11 +37,15 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.publication import published_intervals
+from lambdalake.views.late_arrivals import LateArrivals
+from lambdalake.views.publication import high_water_mark, published_intervals
+from lambdalake.views.restatement import read_restatements
 from tests.support.background import Background
-from tests.support.ground_truth import expected_view, manifest_events
+from tests.support.ground_truth import expected_view, manifest_events, manifest_records
+from tests.support.merged_answers import merged_answer
 
 DAG_ID = "lambdalake_batch_views"
+RESTATEMENT_DAG_ID = "lambdalake_restatement"
 TODAY = datetime.now(UTC).date()
 DAYS = [TODAY - timedelta(days=back) for back in (4, 3, 2)]
 STACK_ENV = {
@@ -48,6 +54,7 @@ STACK_ENV = {
     "LAMBDALAKE_BATCH__START_DATE": str(TODAY - timedelta(days=1)),  # one scheduled run
     "LAMBDALAKE_BATCH__CATCHUP": "true",
     "LAMBDALAKE_BATCH__COMPLETENESS_POKE_SECONDS": "10",
+    "LAMBDALAKE_BATCH__RESTATE_EVERY_MINUTES": "1",
     # the supervisor DAG is tested in test_platform; here it would only compete for 2 cores
     "LAMBDALAKE_SPEED__SUPERVISE_EVERY_SECONDS": "600",
 }
@@ -90,6 +97,8 @@ def client(stack: Platform, traffic: Manifest) -> AirflowClient:
                            stack.airflow.admin_password)
     client.wait_for_dag(DAG_ID)
     client.unpause(DAG_ID)  # the scheduled run (catch-up) runs beside the backfills
+    client.wait_for_dag(RESTATEMENT_DAG_ID)
+    client.pause(RESTATEMENT_DAG_ID)  # active from creation; the restatement tests resume it
     return client
 
 
@@ -121,15 +130,15 @@ def view_rows(settings: Settings, days: list[date] = DAYS) -> dict[str, list[tup
     return contents
 
 
-def differences_from_the_truth(settings: Settings, manifest: Manifest,
+def differences_from_the_truth(settings: Settings, manifests: list[Manifest],
                                arriving: Manifest | None = None,
                                names: list[str] | None = None) -> dict[str, int]:
     """Per view (``names``, default all), how many keys of DAYS differ from the views
-    computed with pandas from the generator's manifest (missing, extra, or another value of
-    any measure). ``arriving``: traffic produced while the run read bronze; a window's truth
+    computed with pandas from the generators' ``manifests`` (missing, extra, or another
+    value of any measure). ``arriving``: traffic produced while the run read bronze; a window's truth
     holds those of its events that bronze held at the version the window's rows were
     computed from (their lineage)."""
-    settled = manifest_events(manifest)
+    settled = pd.concat([manifest_events(manifest) for manifest in manifests])
     new = manifest_events(arriving) if arriving else settled.iloc[:0]
     first, last = midnight(DAYS[0]), midnight(DAYS[-1] + timedelta(days=1))
     differences = {}
@@ -171,7 +180,7 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
     assert [r["state"] for r in runs] == ["success"] * 3, runs
     first = view_rows(settings)
     assert all(first.values()), {name: len(rows) for name, rows in first.items()}
-    assert differences_from_the_truth(settings, traffic) == dict.fromkeys(load_views(), 0)
+    assert differences_from_the_truth(settings, [traffic]) == dict.fromkeys(load_views(), 0)
     for name in load_views():
         assert [(s.date(), e - s) for s, e in published_intervals(settings, name)
                 if s.date() in DAYS] == [(day, timedelta(days=1)) for day in DAYS]
@@ -244,6 +253,122 @@ def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
     print(f"compute of {run_id} killed after replacing {replaced}; the retry restored {day}")
 
 
+def late_traffic(settings: Settings, counted: Manifest, day: date, seed: int) -> Manifest:
+    """Events of ``day`` produced days after it was published, duplicates among them, then
+    copies of 50 of the day's events already counted (from ``counted``)."""
+    manifest = produce(settings, TrafficProfile(
+        count=800, seed=seed, start_time=midnight(day) + timedelta(hours=1),
+        event_time_rate=800 / (20 * 3600), late_fraction=0, duplicate_fraction=0.1,
+        malformed_fraction=0, users=300, pages=10, products=20))
+    producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
+    copies = [record for record in manifest_records(counted) if record.kind == "valid"
+              and str(record.event["occurred_at"]).startswith(str(day))][:50]
+    assert len(copies) == 50
+    for record in copies:
+        producer.send(record.key, record.value)
+    assert producer.flush() == 0
+    wait_caught_up(settings)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def late_first_day(stack: Platform, traffic: Manifest) -> Manifest:
+    """Late events of DAYS[0], in bronze after the day was published."""
+    return late_traffic(stack.settings, traffic, DAYS[0], seed=406)
+
+
+def late_rows_waiting(settings: Settings) -> dict[str, int]:
+    """Per view, the late rows ``GET /freshness`` reports waiting."""
+    fresh = httpx.get(f"{settings.serving.base_url}/freshness", timeout=30).json()
+    return {name: view["late_rows_waiting"] for name, view in fresh.items()}
+
+
+def wait_until_restated(settings: Settings, client: AirflowClient, day: date,
+                        timeout: float = 1200) -> list[dict[str, Any]]:
+    """Resume the restatement DAG and wait until no late row waits and no restatement run
+    is active; pause it again; the restatements logged for ``day``."""
+    client.unpause(RESTATEMENT_DAG_ID)
+    deadline = time.monotonic() + timeout
+    try:
+        while any(late_rows_waiting(settings).values()) or any(
+                run["dag_run_id"].startswith("restate__") for run in client.active_runs(DAG_ID)):
+            assert time.monotonic() < deadline, (
+                f"late rows still wait after {timeout:.0f} s: {late_rows_waiting(settings)}")
+            time.sleep(10)
+    finally:
+        client.pause(RESTATEMENT_DAG_ID)
+    runs = [r for r in client.dag_runs(DAG_ID) if r["dag_run_id"].startswith("restate__")]
+    assert runs and all(r["state"] == "success" for r in runs), runs
+    return [r for r in read_restatements(settings) if r["interval_start"].date() == day]
+
+
+def api_totals(settings: Settings, day: date) -> dict[str, Decimal]:
+    """Each view's first measure summed over ``day`` as the query API answers it."""
+    totals = {}
+    for name, view in load_views().items():
+        rows, _ = merged_answer(settings.serving.base_url, name, midnight(day),
+                                midnight(day + timedelta(days=1)))
+        totals[name] = sum((Decimal(str(row[view.measures[0].name])) for row in rows),
+                           Decimal(0))
+    return totals
+
+
+def truth_totals(manifests: list[Manifest], day: date) -> dict[str, Decimal]:
+    events = pd.concat([manifest_events(manifest) for manifest in manifests])
+    return {name: sum((Decimal(str(v)) for v in expected_view(
+                events, view, midnight(day), midnight(day + timedelta(days=1)))[
+                view.measures[0].name]), Decimal(0))
+            for name, view in load_views().items()}
+
+
+def test_events_days_late_are_restated_without_a_manual_command(
+    stack: Platform, client: AirflowClient, traffic: Manifest, late_first_day: Manifest
+) -> None:
+    """Events of the first backfilled day arrive days late, with duplicates among them and
+    copies of events already counted. /freshness reports them waiting; DAG
+    lambdalake_restatement restates the day through a batch run; every view's answer then
+    equals the ground truth, the waiting counts are zero, the high-water mark stays, and
+    every answer read meanwhile was the one before or the one after, never a mix."""
+    settings, day, late = stack.settings, DAYS[0], late_first_day
+    before, after = truth_totals([traffic], day), truth_totals([traffic, late], day)
+    assert after != before
+    assert api_totals(settings, day) == before  # the late events are in no answer yet
+    marks = {name: high_water_mark(settings, name) for name in load_views()}
+    waiting = {w.view: w.rows for w in LateArrivals(settings, list(load_views().values()))
+               .waiting()}
+    assert all(waiting.values()), waiting
+    deadline = time.monotonic() + 120  # /freshness looks every serving.late_rows_look_seconds
+    while late_rows_waiting(settings) != waiting:
+        assert time.monotonic() < deadline, (late_rows_waiting(settings), waiting)
+        time.sleep(5)
+
+    stop = threading.Event()
+
+    def read_in_a_loop() -> list[dict[str, Decimal]]:
+        seen = []
+        while not stop.is_set():
+            seen.append(api_totals(settings, day))
+            time.sleep(1)
+        return seen
+
+    reader = Background(read_in_a_loop, "reader")
+    try:
+        restated = wait_until_restated(settings, client, day)
+    finally:
+        stop.set()
+    seen = reader.result(timeout=120)
+    assert differences_from_the_truth(settings, [traffic, late]) == dict.fromkeys(load_views(), 0)
+    assert api_totals(settings, day) == after
+    mixed = [totals for totals in seen
+             if any(totals[name] not in (before[name], after[name]) for name in totals)]
+    assert mixed == [], f"{len(mixed)} of {len(seen)} answers were neither before nor after"
+    assert late_rows_waiting(settings) == dict.fromkeys(load_views(), 0)
+    assert {name: high_water_mark(settings, name) for name in load_views()} == marks
+    assert {r["view"]: r["late_rows"] for r in restated} == waiting
+    print(f"restated {day}: {waiting} late rows waited; {len(seen)} answers read meanwhile, "
+          f"each before or after; runs {sorted({r['run_id'] for r in restated})}")
+
+
 def snapshot_totals(path: str) -> set[int]:
     """page_traffic's total views at every committed version of one physical table."""
     table = DeltaTable(path)
@@ -255,11 +380,17 @@ def snapshot_totals(path: str) -> set[int]:
 
 
 def test_a_full_reprocess_switches_readers_while_ingest_writes(
-    stack: Platform, client: AirflowClient, traffic: Manifest
+    stack: Platform, client: AirflowClient, traffic: Manifest, late_first_day: Manifest
 ) -> None:
-    """Readers see the old version, then the new one, never a mix; the new version equals
-    the ground truth of every event bronze held when the reprocess read it."""
+    """Late events of a published day arrive; then a full reprocess runs while more arrive:
+    readers see the old version, then the new one, never a mix; the new version equals the
+    ground truth of every event bronze held when the reprocess read it. Then the
+    restatement DAG restates what is still late, in the version readers now use, and every
+    view equals the ground truth of every event."""
     settings = stack.settings
+    late = late_traffic(settings, traffic, DAYS[1], seed=407)
+    waiting = LateArrivals(settings, list(load_views().values())).waiting()
+    assert all(w.windows and w.oldest and w.oldest.date() == DAYS[1] for w in waiting), waiting
     old = current_version(settings, "page_traffic")
     stop = threading.Event()
 
@@ -295,8 +426,17 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
     committed = {old_path: snapshot_totals(old_path), new_path: snapshot_totals(new_path)}
     assert all(total in committed[path] for path, total in seen)  # never a mix
     assert DeltaTable(old_path).version() >= 0  # the old version is kept
-    assert differences_from_the_truth(settings, traffic, written, ["page_traffic"]) == {
+    settled = [traffic, late_first_day, late]
+    assert differences_from_the_truth(settings, settled, written, ["page_traffic"]) == {
         "page_traffic": 0}
+
+    restated = wait_until_restated(settings, client, DAYS[1])
+    assert {r["view"] for r in restated} >= set(load_views()) - {"page_traffic"}
+    assert current_version(settings, "page_traffic") == old + 1
+    assert differences_from_the_truth(settings, [*settled, written]) == dict.fromkeys(
+        load_views(), 0)
+    print(f"after the switch to v{old + 1}, restated {DAYS[1]}: "
+          + ", ".join(f"{r['view']} {r['late_rows']} late rows" for r in restated))
 
 
 BAD_DAY = TODAY - timedelta(days=6)  # no scheduled or backfilled run covers it
