@@ -231,6 +231,10 @@ class BatchSettings(BaseModel):
         None, description="a quality warning is recorded when late rows wait longer; unset: "
         "one batch interval + the longest lateness + two restatement cycles"
     )
+    restate_retry_after_minutes: int = Field(
+        60, ge=0, description="an interval whose restatement run failed is not restated "
+        "again for this long (its gate verdict says why)"
+    )
 
     @field_validator("interval", "restate_warn_after")
     @classmethod

@@ -5,12 +5,14 @@ The batch runs go through Airflow's REST API, so each is an ordinary, visible ru
 ``lambdalake_batch_views`` (run id ``restate__<interval start>__<time>``) with the same
 sensor, gates and publication as a scheduled one. The API also tells which intervals batch
 runs are computing now: a restatement never starts beside a run of an overlapping interval,
-and no more than ``batch.restate_max_intervals`` restatement runs are active at once.
+no more than ``batch.restate_max_intervals`` restatement runs are active at once, and an
+interval whose restatement failed (a gate stopped it) waits
+``batch.restate_retry_after_minutes`` before it is tried again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,11 +45,14 @@ class RestatementCycle:
     triggered: list[tuple[str, Restatement]]   # (run id, restatement)
     still_running: list[str]                   # restatement runs of earlier cycles
     overdue: list[Waiting]                     # views with rows waiting longer than allowed
+    held_back: list[str] = field(default_factory=list)  # failed lately: not retried yet
 
     def describe(self) -> list[str]:
         lines = [f"{w.view}: {w.rows} late rows ({w.events} events) in {len(w.windows)} "
                  f"published windows from {w.oldest} on" for w in self.waiting if w.rows]
         lines += [f"restatement run {run_id} still running" for run_id in self.still_running]
+        lines += [f"restatement run {run_id} failed lately: its interval waits before a retry"
+                  for run_id in self.held_back]
         lines += [f"triggered {run_id}: {r.describe()}" for run_id, r in self.triggered]
         lines += [f"WARNING {w.view}: late rows have waited since {w.waiting_since}"
                   for w in self.overdue]
@@ -91,6 +96,9 @@ def restatement_cycle(settings: Settings, client: AirflowClient, now: datetime,
     still_running = [str(run["dag_run_id"]) for run in active
                      if str(run["dag_run_id"]).startswith(RUN_ID_PREFIX)]
     busy = [interval for run in active if (interval := run_interval(run)) is not None]
+    failed = failed_lately(client.dag_runs(BATCH_DAG_ID), now,
+                           timedelta(minutes=settings.batch.restate_retry_after_minutes))
+    busy += [interval for run in failed if (interval := run_interval(run)) is not None]
     room = max(0, settings.batch.restate_max_intervals - len(still_running))
     planned = plan_restatements(waiting, read_publications(settings), busy, room)
     triggered = [(client.trigger(BATCH_DAG_ID, restatement.conf(), restatement.run_id(now)),
@@ -102,7 +110,16 @@ def restatement_cycle(settings: Settings, client: AirflowClient, now: datetime,
         record(waiting_too_long(late, grains[late.view], now, allowed), settings,
                run_id=cycle_run_id, dag_id="lambdalake_restatement")
     write_cycle_status(settings, waiting, [run_id for run_id, _ in triggered], now)
-    return RestatementCycle(waiting, triggered, still_running, overdue)
+    return RestatementCycle(waiting, triggered, still_running, overdue,
+                            [str(run["dag_run_id"]) for run in failed])
+
+
+def failed_lately(runs: list[dict[str, Any]], now: datetime, within: timedelta
+                  ) -> list[dict[str, Any]]:
+    """The restatement runs among ``runs`` that failed less than ``within`` ago."""
+    return [run for run in runs
+            if str(run["dag_run_id"]).startswith(RUN_ID_PREFIX) and run["state"] == "failed"
+            and run.get("end_date") and now - parse_utc(run["end_date"]) < within]
 
 
 def waiting_too_long(view: Waiting, grain_seconds: int, now: datetime,

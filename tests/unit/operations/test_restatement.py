@@ -23,15 +23,21 @@ from tests.support.late_rows import arrive, hour, publish_from
 
 
 class Airflow:
-    """The two calls a cycle makes, answered from lists."""
+    """The calls a cycle makes, answered from lists."""
 
-    def __init__(self, active: list[dict[str, Any]]) -> None:
+    def __init__(self, active: list[dict[str, Any]],
+                 finished: list[dict[str, Any]] | None = None) -> None:
         self.active = active
+        self.finished = finished or []
         self.triggered: list[tuple[str, dict[str, Any]]] = []
 
     def active_runs(self, dag_id: str) -> list[dict[str, Any]]:
         assert dag_id == BATCH_DAG_ID
         return self.active
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        assert dag_id == BATCH_DAG_ID
+        return self.active + self.finished
 
     def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str) -> str:
         self.triggered.append((run_id, conf))
@@ -56,9 +62,9 @@ def cycle(lake: Settings, airflow: Airflow, now: datetime) -> Any:
 
 def test_a_cycle_triggers_the_oldest_intervals_it_has_room_for(lake: Settings) -> None:
     late_rows_in_three_hours(lake)
-    running = {"dag_run_id": "restate__earlier", "conf": {
+    running = {"dag_run_id": "restate__earlier", "state": "running", "conf": {
         "start": "2026-11-20T03:00:00Z", "end": "2026-11-20T04:00:00Z"}}
-    scheduled = {"dag_run_id": "scheduled__0", "conf": {},
+    scheduled = {"dag_run_id": "scheduled__0", "state": "queued", "conf": {},
                  "data_interval_start": "2026-11-20T00:00:00Z",
                  "data_interval_end": "2026-11-20T01:00:00Z"}
     airflow = Airflow([running, scheduled])
@@ -69,6 +75,27 @@ def test_a_cycle_triggers_the_oldest_intervals_it_has_room_for(lake: Settings) -
     assert [run_id for run_id, _ in done.triggered] == [run_id for run_id, _ in airflow.triggered]
     assert done.still_running == ["restate__earlier"] and done.overdue == []
     assert any("triggered restate__2026-11-20T02:00:00Z" in line for line in done.describe())
+
+
+def test_an_interval_whose_restatement_failed_lately_waits_before_a_retry(
+    lake: Settings,
+) -> None:
+    late_rows_in_three_hours(lake)
+    now = datetime.now(UTC)
+
+    def failed(hour: int, minutes_ago: int) -> dict[str, Any]:
+        return {"dag_run_id": f"restate__h{hour}", "state": "failed",
+                "end_date": (now - timedelta(minutes=minutes_ago)).isoformat(),
+                "conf": {"start": f"2026-11-20T0{hour}:00:00Z",
+                         "end": f"2026-11-20T0{hour + 1}:00:00Z"}}
+
+    airflow = Airflow([], [failed(0, minutes_ago=5), failed(2, minutes_ago=90),
+                           {**failed(3, minutes_ago=1), "state": "success"}])
+    done = cycle(lake, airflow, now)  # retry after 60 minutes: hour 0 waits, 2 does not
+    assert [conf["start"] for _, conf in airflow.triggered] == [
+        "2026-11-20T02:00:00Z", "2026-11-20T03:00:00Z"]
+    assert done.held_back == ["restate__h0"]
+    assert "restatement run restate__h0 failed lately" in "\n".join(done.describe())
 
 
 def test_rows_waiting_too_long_record_a_quality_warning(lake: Settings) -> None:
