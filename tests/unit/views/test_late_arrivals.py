@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-from datetime import date
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -15,22 +13,11 @@ from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import files_added
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import physical_table
-from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.late_arrivals import LateArrivals, WaitingWindow
 from lambdalake.views.publication import Publication, publish
 from tests.support.late_rows import arrive, hour, publish_from
 from tests.support.serving_tables import TS
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
-
-
-@pytest.fixture
-def views() -> list[ViewDefinition]:
-    all_views = load_views()
-    return [all_views["page_traffic"], all_views["product_sales"]]
 
 
 def waiting(lake: Settings, views: list[ViewDefinition]) -> dict[str, list[WaitingWindow]]:

@@ -3,13 +3,10 @@ never beside a run of an overlapping interval; and the restatement log."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
-from pathlib import Path
-
-import pytest
+from datetime import datetime
 
 from lambdalake.settings import Settings
-from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.late_arrivals import LateArrivals
 from lambdalake.views.publication import read_publications
 from lambdalake.views.restatement import (
@@ -22,17 +19,6 @@ from lambdalake.views.restatement import (
     write_cycle_status,
 )
 from tests.support.late_rows import arrive, hour, publish_from
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
-
-
-@pytest.fixture
-def views() -> list[ViewDefinition]:
-    all_views = load_views()
-    return [all_views["page_traffic"], all_views["product_sales"]]
 
 
 def plan(lake: Settings, views: list[ViewDefinition], busy: list[tuple[datetime, datetime]],
