@@ -40,11 +40,12 @@ def lambdalake_restatement() -> None:
         """Trigger batch runs for the published intervals late rows wait in."""
         from datetime import UTC
 
-        from lambdalake.operations.restatement import airflow_client, restatement_cycle
+        from lambdalake.operations.restatement import restatement_cycle
+        from lambdalake.orchestration.airflow_api import admin_client
 
         assert run_id is not None
         current = get_settings()
-        cycle = restatement_cycle(current, airflow_client(current), datetime.now(UTC), run_id)
+        cycle = restatement_cycle(current, admin_client(current), datetime.now(UTC), run_id)
         for line in cycle.describe():
             print(line)
         return [triggered for triggered, _ in cycle.triggered]

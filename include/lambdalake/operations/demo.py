@@ -113,11 +113,9 @@ def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manife
 
 def run_batch(settings: Settings, plan: DemoPlan) -> None:
     """One manual run of the batch DAG over the plan's interval, through the REST API."""
-    from lambdalake.orchestration.airflow_api import AirflowClient
-    from lambdalake.stack.airflow import Airflow
+    from lambdalake.orchestration.airflow_api import admin_client
 
-    af = settings.airflow
-    client = AirflowClient(af.base_url, af.admin_user, Airflow(settings).admin_password)
+    client = admin_client(settings)
     client.wait_for_dag(BATCH_DAG)
     client.unpause(BATCH_DAG)  # from now on it also runs every closed hour on its own
     conf = {"start": iso(plan.batch_start), "end": iso(plan.batch_end)}
@@ -127,7 +125,8 @@ def run_batch(settings: Settings, plan: DemoPlan) -> None:
     for task, task_state in client.task_states(BATCH_DAG, run_id).items():
         print(f"  {task:<16} {task_state}")
     if state != "success":
-        raise RuntimeError(f"{BATCH_DAG} run {state}: see {af.base_url}/dags/{BATCH_DAG}")
+        raise RuntimeError(
+            f"{BATCH_DAG} run {state}: see {settings.airflow.base_url}/dags/{BATCH_DAG}")
 
 
 def wait_for_mark(settings: Settings, mark: datetime, timeout: float = 120.0) -> dict[str, Any]:

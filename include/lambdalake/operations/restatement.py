@@ -20,7 +20,6 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import record
 from lambdalake.quality.verdict import WARNING, ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
-from lambdalake.stack.secrets import local_secret
 from lambdalake.timeutil import duration_seconds, iso_utc, parse_utc
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.late_arrivals import LateArrivals, Waiting
@@ -57,13 +56,6 @@ class RestatementCycle:
         lines += [f"WARNING {w.view}: late rows have waited since {w.waiting_since}"
                   for w in self.overdue]
         return lines or ["no late rows wait: nothing to restate"]
-
-
-def airflow_client(settings: Settings) -> AirflowClient:
-    """A client of the stack's Airflow API, as its configured (or local dev) admin."""
-    airflow = settings.airflow
-    password = local_secret(settings, "airflow-admin-password", airflow.admin_password)
-    return AirflowClient(airflow.base_url, airflow.admin_user, password)
 
 
 def warn_after_seconds(settings: Settings, views: list[ViewDefinition]) -> int:

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from lambdalake.settings import Settings
+
 TERMINAL_STATES = {"success", "failed"}
 
 
@@ -115,3 +117,12 @@ class AirflowClient:
                 return backfill
             time.sleep(5)
         raise AirflowApiError(f"backfill {backfill_id} did not complete within {timeout:.0f}s")
+
+
+def admin_client(settings: Settings) -> AirflowClient:
+    """A client of the configured Airflow, as its admin (whose password in local dev is the
+    one the stack generated)."""
+    from lambdalake.stack.airflow import Airflow
+
+    airflow = settings.airflow
+    return AirflowClient(airflow.base_url, airflow.admin_user, Airflow(settings).admin_password)
