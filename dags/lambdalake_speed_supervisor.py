@@ -9,8 +9,10 @@ several checks in a row. One task per check keeps the supervisor cheap (a task p
 costs seconds of CPU on a small machine). ``gate_realtime`` validates the real-time rows
 written since its last round, at most every ``speed.gate_every_seconds`` (off the stream,
 without Spark), records the verdicts in the data-quality history, and fails with an alert
-when a critical expectation fails. Pause this DAG to keep a speed layer that was
-stopped on purpose down; the DAG is active from the first ``make up``.
+when a critical expectation fails. ``keep_spark_connect`` starts the batch tasks' Spark
+Connect server again after a crash (batch tasks wait ``spark.connect_wait_seconds`` for it).
+Pause this DAG to keep a speed layer that was stopped on purpose down; the DAG is active
+from the first ``make up``.
 """
 
 from __future__ import annotations
@@ -81,9 +83,17 @@ def lambdalake_speed_supervisor() -> None:
             raise AirflowFailException("; ".join(problems))
         return f"{len(results)} views gated, all passed"
 
+    @task(execution_timeout=timedelta(minutes=5))
+    def keep_spark_connect() -> str:
+        """Start the batch tasks' Spark Connect server unless it runs (after a crash)."""
+        from lambdalake.orchestration.spark_connect import SparkConnectServer
+
+        return SparkConnectServer(get_settings()).start()
+
     checked = supervise()
     checked >> alert()
     checked >> gate_realtime()
+    keep_spark_connect()
 
 
 lambdalake_speed_supervisor()

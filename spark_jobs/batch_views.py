@@ -18,7 +18,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 from lambdalake.settings import get_settings
-from lambdalake.spark import get_spark
+from lambdalake.spark import task_session
 from lambdalake.views.batch import SliceWritten, build_version, recompute_views, switch_to
 from lambdalake.views.definition import load_views
 
@@ -57,16 +57,16 @@ if __name__ == "__main__":
     if args.action == "switch" and (args.version is None or len(names) != 1):
         parser.error("switch needs --version and exactly one view in --views")
     settings = get_settings()
-    spark = get_spark(f"batch-views-{args.action}", settings)
     selected = [views[name] for name in names]
-    if args.action == "recompute":
-        for written in recompute_views(spark, settings, selected, args.start, args.end,
-                                       args.run_id):
-            report(written)
-    elif args.action == "build":
-        for view in selected:
-            report(build_version(spark, settings, view, args.run_id))
-    else:
-        for written in switch_to(spark, settings, selected[0], args.version, args.run_id):
-            report(written)
-        print(f"batch: {names[0]} readers now use v{args.version}", flush=True)
+    with task_session(f"batch-views-{args.action}", settings) as spark:
+        if args.action == "recompute":
+            for written in recompute_views(spark, settings, selected, args.start, args.end,
+                                           args.run_id):
+                report(written)
+        elif args.action == "build":
+            for view in selected:
+                report(build_version(spark, settings, view, args.run_id))
+        else:
+            for written in switch_to(spark, settings, selected[0], args.version, args.run_id):
+                report(written)
+            print(f"batch: {names[0]} readers now use v{args.version}", flush=True)

@@ -8,7 +8,7 @@ from datetime import date
 
 from lambdalake.lake.bronze import compact_closed_partitions
 from lambdalake.settings import get_settings
-from lambdalake.spark import get_spark
+from lambdalake.spark import task_session
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
@@ -16,6 +16,6 @@ if __name__ == "__main__":
                         help="compact event dates before this day (YYYY-MM-DD)")
     args = parser.parse_args()
     settings = get_settings()
-    spark = get_spark("compact-bronze", settings)
-    removed = compact_closed_partitions(spark, settings, args.before)
+    with task_session("compact-bronze", settings) as spark:
+        removed = compact_closed_partitions(spark, settings, args.before)
     print(f"compact-bronze: {removed} small files compacted in partitions before {args.before}")

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 from lambdalake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from lambdalake.quality.verdict import GateResult
 
 
@@ -89,16 +91,15 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         validate_quarantine_slice,
         validate_view_slice,
     )
-    from lambdalake.spark import get_spark
+    from lambdalake.spark import task_session
     from lambdalake.views.catalog import current_table_path
 
-    spark = get_spark(f"validate-{args.layer}", settings, GATE_SPARK_CONF)
     history = read_results(settings)
 
     def usual(layer: str, subject: str) -> tuple[int | None, int | None]:
         return usual_row_count(history, layer, subject, args.start, args.end, settings.quality)
 
-    def gates() -> Iterator[GateResult]:  # one at a time: each is printed as it finishes
+    def gates(spark: SparkSession) -> Iterator[GateResult]:  # each printed as it finishes
         if args.layer == "bronze":
             yield validate_bronze_slice(spark, settings, args.start, args.end,
                                         version=args.bronze_version,
@@ -114,10 +115,11 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                       row_count=usual("batch", name))
 
     passed = True
-    for result in gates():
-        print(result.report(), flush=True)
-        record(result, settings, run_id=args.run_id)
-        passed = passed and result.success
+    with task_session(f"validate-{args.layer}", settings, GATE_SPARK_CONF) as spark:
+        for result in gates(spark):
+            print(result.report(), flush=True)
+            record(result, settings, run_id=args.run_id)
+            passed = passed and result.success
     return 0 if passed else 1
 
 

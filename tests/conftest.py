@@ -14,6 +14,9 @@ from lambdalake.settings import isolated_environment
 TEST_ENVIRONMENT = {
     **isolated_environment("test", slot=1),
     "LAMBDALAKE_SPARK__SHUFFLE_PARTITIONS": "2",
+    # the session's own SparkSession runs the tests' batch code in-process; the stacks of
+    # test_platform and test_batch_dag run their tasks on the Spark Connect server instead
+    "LAMBDALAKE_SPARK__BATCH_TASKS": "driver",
 }
 for key, value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(key, value)

@@ -231,6 +231,31 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if manifest.failed == 0 and manifest.acknowledged == manifest.produced else 1
 
 
+def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
+    """start | stop | status of the batch tasks' Spark Connect server; ``run``: in the
+    foreground, as a container runs it."""
+    from lambdalake.orchestration.spark_connect import (
+        SparkConnectServer,
+        server_command,
+        server_environment,
+    )
+
+    if args.action == "run":
+        command = server_command(settings)
+        os.execvpe(command[0], command, server_environment(settings))
+    server = SparkConnectServer(settings)
+    if args.action == "start":
+        print(server.start())
+    elif args.action == "stop":
+        print("Spark Connect server stopped" if server.stop() else "it was not running")
+    else:
+        healthy = server.healthy()
+        print(f"Spark Connect server {'healthy' if healthy else 'not running'} "
+              f"(batch tasks use {settings.spark.connect_remote})")
+        return 0 if healthy else 3
+    return 0
+
+
 def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
     """start | stop | restart | status | wait for a streaming application (ingest, speed);
     reset for the speed layer."""
@@ -370,6 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="quality summary + HTML report with Data Docs")
     report.add_argument("--newest", type=int, default=10, help="how many recent results to list")
     report.set_defaults(run=cmd_report)
+    spark_connect = commands.add_parser(
+        "spark-connect", help="the batch tasks' Spark Connect server (run: in the foreground)")
+    spark_connect.add_argument("action", choices=["start", "stop", "status", "run"])
+    spark_connect.set_defaults(run=cmd_spark_connect)
     for app, what, own in (("ingest", "the Kafka -> bronze stream", []),
                            ("speed", "the speed layer: Kafka -> real-time views", ["reset"])):
         stream = commands.add_parser(app, help=what)

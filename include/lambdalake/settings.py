@@ -145,10 +145,35 @@ class SparkSettings(BaseModel):
     standalone_ui_port: int = 8090
     standalone_worker_cores: int = Field(1, ge=1)
     standalone_worker_memory: str = "1g"
+    batch_tasks: Literal["connect", "driver"] = Field(
+        "connect", description="connect: batch tasks are Spark Connect clients of a "
+        "long-running server (a task costs its queries); driver: each task starts its own "
+        "Spark driver JVM"
+    )
+    connect_url: str = Field(
+        "", description="a Spark Connect server batch tasks use (sc://host:port[/;token=...]);"
+        " empty: the stack's own server on connect_port"
+    )
+    connect_port: int = Field(15002, description="the stack's Spark Connect server port")
+    connect_memory: str = Field("3g", description="the Spark Connect server's driver memory")
+    connect_wait_seconds: float = Field(
+        120.0, ge=0, description="a batch task waits this long for an unreachable Connect "
+        "server (a restart), then fails"
+    )
 
     @property
     def standalone_master_url(self) -> str:
         return f"spark://{self.driver_host}:{self.standalone_port}"
+
+    @property
+    def runs_connect_server(self) -> bool:
+        """Whether the stack runs its own Spark Connect server (no external one is set)."""
+        return self.batch_tasks == "connect" and not self.connect_url
+
+    @property
+    def connect_remote(self) -> str:
+        """The Spark Connect URL batch tasks connect to."""
+        return self.connect_url or f"sc://{self.driver_host}:{self.connect_port}"
 
 
 class IngestSettings(BaseModel):
@@ -220,6 +245,10 @@ class BatchSettings(BaseModel):
     )
     task_timeout_minutes: int = Field(60, ge=1, description="timeout of each Spark task")
     retries: int = Field(2, ge=0, description="retries of each task, with exponential back-off")
+    retry_delay_seconds: int = Field(
+        30, ge=20, description="delay before a task's first retry (doubling, up to 10 min); at "
+        "least 20 s, so the Spark Connect server stopped a killed try's orphaned query first"
+    )
     restate_every_minutes: int = Field(
         10, ge=1, description="schedule of DAG lambdalake_restatement: how often published "
         "intervals with late rows are looked for and restated"
@@ -440,9 +469,10 @@ class Settings(BaseSettings):
 def isolated_environment(name: str, slot: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and the default ports moved to ``2<slot>xxx`` (slot 1:
-    Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000); the jars and web assets
-    that setup fetched are shared. The ports stay below Linux's ephemeral range (32768 and
-    up), so an outgoing connection of a process beside the stack never holds one of them."""
+    Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000, Spark Connect 21150);
+    the jars and web assets that setup fetched are shared. The ports stay below Linux's
+    ephemeral range (32768 and up), so an outgoing connection of a process beside the stack
+    never holds one of them."""
     if not 1 <= slot <= 9:
         raise ValueError(f"slot must be 1..9, not {slot}")
     base = 20_000 + 1_000 * slot
@@ -454,6 +484,7 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
         "LAMBDALAKE_POSTGRES__PORT": str(base + 433),
         "LAMBDALAKE_AIRFLOW__PORT": str(base + 80),
         "LAMBDALAKE_SERVING__PORT": str(base),
+        "LAMBDALAKE_SPARK__CONNECT_PORT": str(base + 150),
     }
 
 

@@ -6,25 +6,50 @@ catalog, pins the session time zone to UTC (event time is UTC everywhere), keeps
 small for a 2-core machine, and binds the driver to loopback. The master is a setting:
 ``local[*]`` by default, ``spark://host:7077`` for a standalone cluster.
 
+Batch tasks take a ``task_session`` instead: by default a session of their own on the
+long-running Spark Connect server (``spark.batch_tasks``), so a task costs its queries and
+not a driver JVM; two tasks never share temporary views or SQL settings.
+
 >>> spark = get_spark("batch")                     # doctest: +SKIP
 >>> spark.range(3).write.format("delta").save(settings.table_path("t"))  # doctest: +SKIP
+>>> with task_session("validate", settings) as spark:  # doctest: +SKIP
+...     spark.read.format("delta").load(settings.table_path("t")).count()
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.jars import spark_jars
+from lambdalake.stack.process import port_open
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import RetryPolicy
 
 
 HUGE_METHODS_COMPILED = "-XX:-DontCompileHugeMethods"
+
+
+def connect_retry_policy() -> RetryPolicy:
+    """How long a task's client retries an unreachable server: about 15 s (5 retries,
+    back-off 50 ms to 10 s) instead of pyspark's 10 minutes, so a dead server fails the
+    task at once (Airflow retries it) rather than holding a worker slot."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=5, max_backoff=10_000)
+
+
+class SparkConnectUnavailable(RuntimeError):
+    """No Spark Connect server answered within ``spark.connect_wait_seconds``, or it went
+    away while a task used it."""
 
 
 def spark_conf(
@@ -85,3 +110,78 @@ def get_spark(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def session_conf(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The SQL settings a task sets on its own Connect session (the server has the rest)."""
+    return {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        **(extra or {}),
+    }
+
+
+@contextmanager
+def task_session(
+    app_name: str,
+    settings: Settings | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+) -> Iterator[SparkSession]:
+    """A batch task's SparkSession: its own session on the Spark Connect server (released
+    on exit), or, with ``spark.batch_tasks=driver``, the process's own driver.
+
+    An unreachable server is waited for (it may be restarting) up to
+    ``spark.connect_wait_seconds``, then ``SparkConnectUnavailable`` fails the task, which
+    Airflow retries; a task never falls back to a driver of its own, which would hide a
+    broken deployment and double the memory it planned for."""
+    settings = settings or get_settings()
+    if settings.spark.batch_tasks == "driver":
+        yield get_spark(app_name, settings, extra_conf)
+        return
+    from pyspark.sql import SparkSession
+
+    remote = settings.spark.connect_remote
+    wait_for_server(remote, settings.spark.connect_wait_seconds)
+    session = SparkSession.builder.remote(remote).create()
+    server_alive = True
+    try:
+        session.client.set_retry_policies([connect_retry_policy()])
+        for key, value in session_conf(settings, extra_conf).items():
+            session.conf.set(key, value)
+        yield session
+    except Exception as error:
+        server_alive = port_open(*server_address(remote))
+        if not server_alive:
+            raise SparkConnectUnavailable(
+                f"the Spark Connect server at {remote} went away during the task "
+                f"({type(error).__name__}); the lambdalake_speed_supervisor DAG starts it "
+                "again and Airflow retries the task") from error
+        raise
+    finally:
+        if server_alive:
+            try:
+                session.stop()  # releases the server-side session: views, cache, settings
+            except Exception:  # noqa: BLE001 - must not hide the task's own error
+                pass
+
+
+def server_address(remote: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (sc://host:port/;params)."""
+    url = urlparse(remote)
+    if url.scheme != "sc" or not url.hostname:
+        raise ValueError(f"spark.connect_url {remote!r}: expected sc://host:port")
+    return url.hostname, url.port or 15002
+
+
+def wait_for_server(remote: str, timeout: float) -> None:
+    """Return once the Connect server at ``remote`` accepts connections."""
+    host, port = server_address(remote)
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() >= deadline:
+            raise SparkConnectUnavailable(
+                f"no Spark Connect server at {host}:{port} after {timeout:.0f}s "
+                "(LAMBDALAKE_SPARK__CONNECT_WAIT_SECONDS); the stack's server is started by "
+                "`make up` and restarted by the lambdalake_speed_supervisor DAG; see "
+                "`make status`")
+        time.sleep(1)

@@ -34,7 +34,8 @@ from lambdalake.views.definition import load_views
 from tests.support.ground_truth import expected_view, manifest_events
 from tests.support.merged_answers import disagreements, merged_answer, window
 
-STACK_ENV = isolated_environment("test-platform", slot=2)
+STACK_ENV = {**isolated_environment("test-platform", slot=2),
+             "LAMBDALAKE_SPARK__BATCH_TASKS": "connect"}  # as `make up` runs it
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -63,7 +64,7 @@ def stack_processes(settings: Settings) -> list[psutil.Process]:
 
 def test_up_is_healthy_and_idempotent(platform: Platform) -> None:
     assert all(status.running for status in platform.status())
-    assert {s.name for s in platform.status()} >= {"postgres", "kafka-1", "ingest", "serving-api",
+    assert {s.name for s in platform.status()} >= {"postgres", "kafka-1", "spark-connect", "ingest", "serving-api",
                                                     "airflow-scheduler", "airflow-api-server"}
     assert platform.airflow.unhealthy_components() == []
     assert platform.kafka.live_brokers() == 1

@@ -16,7 +16,8 @@ from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
 from lambdalake.stack.airflow import Airflow
 
 SERVICES = {
-    "kafka", "postgres", "spark-master", "spark-worker", "ingest", "speed", "serving-api",
+    "kafka", "postgres", "spark-master", "spark-worker", "spark-connect", "ingest", "speed",
+    "serving-api",
     "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
 }
@@ -70,6 +71,10 @@ def test_settings_point_at_the_compose_services(
     master = compose["services"]["spark-master"]["command"]
     assert settings.spark.master == f"spark://spark-master:{master[master.index('--port') + 1]}"
     assert settings.spark.master in compose["services"]["spark-worker"]["command"]
+    server_port = environment(compose, "spark-connect")["LAMBDALAKE_SPARK__CONNECT_PORT"]
+    assert settings.spark.connect_remote == f"sc://spark-connect:{server_port}"
+    assert compose["services"]["spark-connect"]["command"] == ["lambdalake", "spark-connect", "run"]
+    assert compose["services"]["spark-connect"]["hostname"] == "spark-connect"
     api = compose["services"]["airflow-api-server"]
     assert f"127.0.0.1:{settings.airflow.port}:{settings.airflow.port}" in api["ports"]
     assert str(settings.airflow.port) in api["command"]

@@ -1,7 +1,11 @@
+import socket
+import time
 from pathlib import Path
 
+import pytest
+
 from lambdalake.settings import Settings
-from lambdalake.spark import spark_conf
+from lambdalake.spark import SparkConnectUnavailable, session_conf, spark_conf, wait_for_server
 
 
 def settings_with_jars(tmp_path: Path, **overrides: object) -> Settings:
@@ -46,3 +50,38 @@ def test_huge_generated_methods_are_jit_compiled_whatever_java_options_are_added
     assert conf["spark.driver.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
     assert conf["spark.executor.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
     assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"
+
+
+def test_a_task_session_sets_only_sql_settings_on_its_connect_session(tmp_path: Path) -> None:
+    """The server has the static properties; a task's session gets UTC, the shuffle
+    partitions and the job's own SQL settings, which win."""
+    settings = Settings(state_dir=tmp_path, spark={"shuffle_partitions": 3})
+    conf = session_conf(settings, {"spark.sql.adaptive.enabled": "false",
+                                   "spark.sql.shuffle.partitions": "1"})
+    assert conf == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
+                    "spark.sql.adaptive.enabled": "false"}
+
+
+def test_the_stack_runs_its_own_connect_server_unless_one_is_given_or_tasks_use_drivers(
+    tmp_path: Path,
+) -> None:
+    own = Settings(state_dir=tmp_path, spark={"connect_port": 21150}).spark
+    assert own.runs_connect_server and own.connect_remote == "sc://127.0.0.1:21150"
+    external = Settings(state_dir=tmp_path,
+                        spark={"connect_url": "sc://spark.example:443/;use_ssl=true"}).spark
+    assert not external.runs_connect_server
+    assert external.connect_remote == "sc://spark.example:443/;use_ssl=true"
+    assert not Settings(state_dir=tmp_path, spark={"batch_tasks": "driver"}).spark \
+        .runs_connect_server
+
+
+def test_a_task_fails_clearly_when_no_connect_server_answers_in_time() -> None:
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(SparkConnectUnavailable, match=f"127.0.0.1:{port} after 1s"):
+        wait_for_server(f"sc://127.0.0.1:{port}", timeout=1)
+    assert 1 <= time.monotonic() - started < 5
+    with pytest.raises(ValueError, match="expected sc://host:port"):
+        wait_for_server("http://127.0.0.1:15002", timeout=1)

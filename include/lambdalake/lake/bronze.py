@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.sql import delta_path
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
@@ -130,10 +131,8 @@ def compact_closed_partitions(spark: SparkSession, settings: Settings, before: d
     Compaction only rewrites existing files of closed days; the stream's blind appends
     (even late events into those days) never conflict with it.
     """
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, settings.table_path(BRONZE_TABLE))
-    metrics = table.optimize().where(f"event_date < '{before.isoformat()}'").executeCompaction()
+    table = delta_path(settings.table_path(BRONZE_TABLE))
+    metrics = spark.sql(f"OPTIMIZE {table} WHERE event_date < '{before.isoformat()}'")
     row = metrics.select("metrics.numFilesRemoved").collect()
     return int(row[0][0]) if row else 0
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lambdalake.ingest.service import IngestService
+from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.stream import APP as SPEED
@@ -17,7 +18,8 @@ from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.service import StreamingService
 
-Component = Postgres | KafkaCluster | StreamingService | ServingService | Airflow
+Component = (Postgres | KafkaCluster | SparkConnectServer | StreamingService | ServingService
+             | Airflow)
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,14 @@ class ProcessStatus:
 
 
 class Platform:
-    """PostgreSQL, Kafka, the two streaming applications, the query API and Airflow of the
-    local stack."""
+    """PostgreSQL, Kafka, the Spark Connect server of batch tasks, the two streaming
+    applications, the query API and Airflow of the local stack."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.postgres = Postgres(settings)
         self.kafka = KafkaCluster(settings)
+        self.spark_connect = SparkConnectServer(settings)
         self.airflow = Airflow(settings)
         self.ingest = IngestService(settings)
         self.speed = StreamingService(settings, SPEED)
@@ -52,6 +55,8 @@ class Platform:
         return [
             (self.postgres, [self.postgres.process]),
             (self.kafka, [node.process for node in self.kafka.nodes]),
+            (self.spark_connect, [self.spark_connect.process]
+             if self.settings.spark.runs_connect_server else []),
             (self.ingest, [self.ingest.process]),
             (self.speed, [self.speed.process]),
             (self.serving, [self.serving.process]),
@@ -63,6 +68,7 @@ class Platform:
         started = time.monotonic()
         for label, component in (
             ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
+            ("Spark Connect server (batch tasks)", self.spark_connect),
             ("ingest stream (Kafka -> bronze)", self.ingest),
             ("speed layer (Kafka -> real-time views)", self.speed),
             ("query API (merged views)", self.serving), ("Airflow", self.airflow),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -205,6 +206,13 @@ class ManagedProcess:
             f"{self.name} did not become healthy ({what}) within {timeout:.0f}s; "
             f"see {self.log_file}:\n{self.log_tail()}"
         )
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    with socket.socket() as probe:
+        probe.settimeout(timeout)
+        return probe.connect_ex((host, port)) == 0
 
 
 def _signal_group(pgid: int, members: Sequence[psutil.Process], sig: signal.Signals) -> None:

@@ -7,11 +7,10 @@ which is how the platform moves to a real cluster without code changes.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from lambdalake.settings import Settings
-from lambdalake.stack.process import ManagedProcess
+from lambdalake.stack.process import ManagedProcess, port_open
 
 
 def spark_class_command() -> list[str]:
@@ -57,7 +56,7 @@ class SparkStandalone:
             env=self._env(),
         )
         self.master.wait_until(
-            lambda: _port_open(host, spark.standalone_port), timeout, "master port open"
+            lambda: port_open(host, spark.standalone_port), timeout, "master port open"
         )
         self.worker.start(
             [*spark_class_command(), "org.apache.spark.deploy.worker.Worker", self.master_url,
@@ -74,9 +73,3 @@ class SparkStandalone:
     def stop(self) -> None:
         self.worker.stop()
         self.master.stop()
-
-
-def _port_open(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
+from lambdalake.lake.sql import delta_path
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.catalog import current_version, physical_table, switch_version
@@ -75,9 +76,9 @@ def first_copies(events: DataFrame) -> DataFrame:
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
-    from delta.tables import DeltaTable
-
-    return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+    """The table's newest version (Delta SQL: works in a driver and over Spark Connect)."""
+    newest = spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT 1").collect()
+    return int(newest[0]["version"])
 
 
 def compute_slice(
@@ -218,7 +219,7 @@ def switch_to(
     built_from = spark.read.format("delta").load(new_path).agg(F.min("bronze_version")).first()
     switch_version(settings, view.name, version, run_id)
     old_path = settings.table_path(physical_table(view.name, old))
-    if built_from is None or built_from[0] is None or not _exists(spark, old_path):
+    if built_from is None or built_from[0] is None or not _exists(old_path):
         return []
     newer = (spark.read.format("delta").load(old_path)
              .where(F.col("bronze_version") > built_from[0])
@@ -232,10 +233,12 @@ def switch_to(
     return carried
 
 
-def _exists(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
+def _exists(path: str) -> bool:
+    from deltalake import DeltaTable
 
-    return DeltaTable.isDeltaTable(spark, path)
+    from lambdalake.lake.bookkeeping import delta_rs_uri
+
+    return DeltaTable.is_deltatable(delta_rs_uri(path))
 
 
 def _from_epoch(seconds: int) -> datetime:

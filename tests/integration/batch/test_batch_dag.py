@@ -2,7 +2,8 @@
 through Airflow's CLI (checked against the generator's ground truth), a compute task killed
 mid-write and retried, events days late restated by DAG lambdalake_restatement, a full
 reprocess triggered like the UI's form does it (with late events restated after its switch),
-and a bad batch stopped at its gate.
+and a bad batch stopped at its gate. Every task is a client of the stack's Spark Connect
+server; the last tests check the sessions' isolation and a server that dies.
 
 The stack runs with a daily batch interval (a setting), so three days are three runs.
 """
@@ -34,6 +35,7 @@ from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
+from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -55,6 +57,7 @@ STACK_ENV = {
     "LAMBDALAKE_BATCH__CATCHUP": "true",
     "LAMBDALAKE_BATCH__COMPLETENESS_POKE_SECONDS": "10",
     "LAMBDALAKE_BATCH__RESTATE_EVERY_MINUTES": "1",
+    "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # tasks are clients of the stack's server
     # the supervisor DAG is tested in test_platform; here it would only compete for 2 cores
     "LAMBDALAKE_SPEED__SUPERVISE_EVERY_SECONDS": "600",
 }
@@ -227,9 +230,10 @@ def slices_replaced(settings: Settings, day: date, since: dict[str, int]) -> lis
 def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
     stack: Platform, client: AirflowClient
 ) -> None:
-    """SIGKILL compute's Spark driver (and its JVM) once it replaced one view's slice and
-    before the others: Airflow retries the task, and every slice ends as the backfill above
-    left it, row for row: nothing missing, nothing twice."""
+    """SIGKILL compute's process (its Spark driver, or its Spark Connect client, whose
+    orphaned query the server stops) once it replaced one view's slice and before the
+    others: Airflow retries the task, and every slice ends as the backfill above left it,
+    row for row: nothing missing, nothing twice."""
     settings = stack.settings
     day = DAYS[2]
     reference = view_rows(settings, [day])
@@ -504,3 +508,69 @@ def test_an_injected_bad_batch_stops_at_the_gate_until_the_data_is_fixed(
         assert midnight(BAD_DAY) in {s for s, _ in published_intervals(settings, name)}
     print(f"bad batch: run {failed_run} stopped at gate_bronze with {sorted(failures)}; "
           f"after the fix run {fixed_run} published {BAD_DAY}")
+
+
+def task_process(code: str) -> subprocess.Popen[str]:
+    """A Python process like a batch task's, with the stack's settings, running ``code``."""
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **STACK_ENV})
+
+
+def test_two_tasks_sessions_on_the_connect_server_never_see_each_other(stack: Platform) -> None:
+    """Temporary views and SQL settings belong to a task's own session."""
+    process = task_process("""
+import json
+from lambdalake.spark import task_session
+with task_session("a") as a, task_session("b") as b:
+    a.range(3).createOrReplaceTempView("only_in_a")
+    a.conf.set("spark.sql.shuffle.partitions", "7")
+    print(json.dumps({"a_rows": a.table("only_in_a").count(),
+                      "b_sees_it": b.catalog.tableExists("only_in_a"),
+                      "a_partitions": a.conf.get("spark.sql.shuffle.partitions"),
+                      "b_partitions": b.conf.get("spark.sql.shuffle.partitions"),
+                      "b_time_zone": b.conf.get("spark.sql.session.timeZone")}))
+""")
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, output[-3000:]
+    seen = json.loads(output.strip().splitlines()[-1])
+    assert seen == {"a_rows": 3, "b_sees_it": False, "a_partitions": "7",
+                    "b_partitions": str(stack.settings.spark.shuffle_partitions),
+                    "b_time_zone": "UTC"}
+
+
+def test_a_dead_connect_server_fails_its_task_clearly_and_a_restart_serves_the_next(
+    stack: Platform,
+) -> None:
+    """SIGKILL the server under a running query: the task fails within the client's retry
+    budget, naming the lost server; a task starting meanwhile waits; the supervisor's start
+    (what DAG lambdalake_speed_supervisor runs) brings the server back and that task runs."""
+    running = task_process("""
+from lambdalake.spark import task_session
+with task_session("long") as spark:
+    print("querying", flush=True)
+    spark.range(10**12).selectExpr("sum(id % 7)").collect()
+""")
+    assert running.stdout is not None
+    assert running.stdout.readline().strip() == "querying"
+    time.sleep(3)
+    stack.spark_connect.process.kill()
+    killed = time.monotonic()
+    output, _ = running.communicate(timeout=120)
+    failed_after = time.monotonic() - killed
+    assert running.returncode != 0
+    assert "SparkConnectUnavailable: the Spark Connect server at" in output, output[-3000:]
+    assert failed_after < 60
+
+    waiting = task_process("""
+from lambdalake.spark import task_session
+with task_session("after") as spark:
+    print(spark.range(5).count())
+""")
+    time.sleep(5)
+    assert waiting.poll() is None, "a task must wait for the server, not fail at once"
+    message = SparkConnectServer(stack.settings).start()
+    assert message.startswith("Spark Connect server started"), message
+    output, _ = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0 and output.strip().splitlines()[-1] == "5", output[-3000:]
+    print(f"server killed under a query: the task failed {failed_after:.0f} s later; "
+          f"{message}; the waiting task ran")

@@ -1,0 +1,88 @@
+"""The long-running Spark Connect server that batch tasks are clients of.
+
+Spark ships the server (``spark-connect`` in the pyspark wheel); it runs here as one Spark
+driver with the platform's own configuration (``lambdalake.spark.spark_conf``: the Delta
+and Kafka jars, Delta's SQL extension, UTC, the master setting), so its queries run in
+``local[*]`` or on a standalone cluster exactly as a task's own driver would. A batch task
+then costs its queries, not a JVM start. Bound to loopback like every stack process.
+
+The stack starts it when ``spark.batch_tasks`` is ``connect`` and no external server is
+set (``spark.connect_url``); the speed supervisor DAG starts it again after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lambdalake.settings import Settings
+from lambdalake.spark import spark_conf
+from lambdalake.stack.process import ManagedProcess, port_open
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+ORPHAN_CONF = {
+    # A task killed mid-query leaves its operation running on the server, detached from
+    # any client. Spark interrupts a detached operation after this timeout (5 min by
+    # default), checked at this interval: an orphaned write is stopped well before Airflow
+    # retries the task (retry_delay 30 s), so it never lands after the retry's own write.
+    "spark.connect.execute.manager.detachedTimeout": "10s",
+    "spark.connect.execute.manager.maintenanceInterval": "5s",
+}
+
+
+def server_command(settings: Settings) -> list[str]:
+    """``spark-submit`` of the Connect server with every property of the platform's Spark."""
+    import pyspark
+
+    spark = settings.spark
+    conf = spark_conf("connect", settings, {
+        "spark.driver.memory": spark.connect_memory,
+        "spark.connect.grpc.binding.address": spark.driver_host,
+        "spark.connect.grpc.binding.port": str(spark.connect_port),
+        "spark.log.level": "WARN",  # as every driver of the platform
+        **ORPHAN_CONF,
+    })
+    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
+               "--class", SERVER_CLASS]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, "spark-internal"]
+
+
+def server_environment(settings: Settings) -> dict[str, str]:
+    return {**os.environ, **settings.to_environment(),
+            "SPARK_LOCAL_IP": settings.spark.driver_host}
+
+
+def server_process(settings: Settings) -> ManagedProcess:
+    return ManagedProcess("spark-connect", settings.state_dir / "run")
+
+
+class SparkConnectServer:
+    """The stack's Spark Connect server as a component: start, stop, health."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.process = server_process(settings)
+
+    def healthy(self) -> bool:
+        spark = self.settings.spark
+        return self.process.pid() is not None and port_open(
+            spark.driver_host, spark.connect_port)
+
+    def start(self, timeout: float = 180.0) -> str:
+        """Start unless running (a no-op when batch tasks use their own drivers or an
+        external server); wait until it accepts connections; say what was done."""
+        if not self.settings.spark.runs_connect_server:
+            return "Spark Connect server not run here (spark.batch_tasks / connect_url)"
+        if self.healthy():
+            return f"Spark Connect server running (pid {self.process.pid()})"
+        (self.settings.state_dir / "spark-tmp").mkdir(parents=True, exist_ok=True)
+        pid = self.process.start(server_command(self.settings),
+                                 env=server_environment(self.settings))
+        self.process.wait_until(self.healthy, timeout, "it accepts Spark Connect sessions")
+        return f"Spark Connect server started (pid {pid}) on {self.settings.spark.connect_remote}"
+
+    def stop(self) -> bool:
+        """Stop it; running sessions fail (their tasks are retried); True if it ran."""
+        return self.process.stop(timeout=60)
