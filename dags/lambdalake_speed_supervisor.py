@@ -86,9 +86,9 @@ def lambdalake_speed_supervisor() -> None:
     @task(execution_timeout=timedelta(minutes=5))
     def keep_spark_connect() -> str:
         """Start the batch tasks' Spark Connect server unless it runs (after a crash)."""
-        from lambdalake.orchestration.spark_connect import SparkConnectServer
+        from lambdalake.orchestration.spark_connect import SparkConnectServer, as_airflow_task
 
-        return SparkConnectServer(get_settings()).start()
+        return SparkConnectServer(as_airflow_task(get_settings())).start()
 
     checked = supervise()
     checked >> alert()

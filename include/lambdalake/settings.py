@@ -152,7 +152,13 @@ class SparkSettings(BaseModel):
     )
     connect_url: str = Field(
         "", description="a Spark Connect server batch tasks use (sc://host:port[/;token=...]);"
-        " empty: the stack's own server on connect_port"
+        " empty: the stack's own server on connect_port. In Airflow, connection "
+        "connect_conn_id wins when it is defined"
+    )
+    connect_conn_id: str = Field(
+        "spark_connect_default", description="the Airflow connection (type spark_connect, as "
+        "in Airflow's Spark provider) naming the Connect server of Airflow's batch tasks; "
+        "when it is not defined, connect_url"
     )
     connect_port: int = Field(15002, description="the stack's Spark Connect server port")
     connect_memory: str = Field("3g", description="the Spark Connect server's driver memory")

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk import Connection
 
+from lambdalake.orchestration.spark_connect import connection_url
 from lambdalake.serving.service import APP_FACTORY
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
 from lambdalake.stack.airflow import Airflow
@@ -72,7 +74,10 @@ def test_settings_point_at_the_compose_services(
     assert settings.spark.master == f"spark://spark-master:{master[master.index('--port') + 1]}"
     assert settings.spark.master in compose["services"]["spark-worker"]["command"]
     server_port = environment(compose, "spark-connect")["LAMBDALAKE_SPARK__CONNECT_PORT"]
-    assert settings.spark.connect_remote == f"sc://spark-connect:{server_port}"
+    connection = environment(compose, "airflow-scheduler")[
+        f"AIRFLOW_CONN_{settings.spark.connect_conn_id.upper()}"]
+    assert connection_url(Connection.from_uri(connection, conn_id="c")) == (
+        f"sc://spark-connect:{server_port}/")
     assert compose["services"]["spark-connect"]["command"] == ["lambdalake", "spark-connect", "run"]
     assert compose["services"]["spark-connect"]["hostname"] == "spark-connect"
     api = compose["services"]["airflow-api-server"]

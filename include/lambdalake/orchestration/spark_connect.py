@@ -7,17 +7,26 @@ and Kafka jars, Delta's SQL extension, UTC, the master setting), so its queries 
 then costs its queries, not a JVM start. Bound to loopback like every stack process.
 
 The stack starts it when ``spark.batch_tasks`` is ``connect`` and no external server is
-set (``spark.connect_url``); the speed supervisor DAG starts it again after a crash.
+set; the speed supervisor DAG starts it again after a crash. An external server is named by
+``spark.connect_url`` or, for Airflow's tasks, by the Airflow connection
+``spark.connect_conn_id`` (type ``spark_connect``, read as Airflow's Spark provider reads
+it), which wins when it is defined: a deployment points its tasks at a remote server from
+Airflow's connections, e.g. ``AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=spark-connect://host:15002``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlparse
 
 from lambdalake.settings import Settings
-from lambdalake.spark import spark_conf
+from lambdalake.spark import server_address, spark_conf
 from lambdalake.stack.process import ManagedProcess, port_open
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 ORPHAN_CONF = {
@@ -86,3 +95,42 @@ class SparkConnectServer:
     def stop(self) -> bool:
         """Stop it; running sessions fail (their tasks are retried); True if it ran."""
         return self.process.stop(timeout=60)
+
+
+def connection_url(connection: Connection) -> str:
+    """The ``sc://`` URL of an Airflow connection of type ``spark_connect``, built as Airflow's
+    Spark provider builds it: host (``sc://`` optional) and port; login as ``user_id``,
+    password as ``token``, extra ``use_ssl``."""
+    host = connection.host or ""
+    url = urlparse(host if "://" in host else f"sc://{host}")
+    if not url.hostname or url.path not in ("", "/"):
+        raise ValueError(f"Airflow connection {connection.conn_id!r}: host {host!r} is not "
+                         "the host[:port] of a Spark Connect server")
+    netloc = f"{url.netloc}:{connection.port}" if connection.port else url.netloc
+    params = [f"{name}={quote(str(value))}" for name, value in (
+        ("user_id", connection.login), ("token", connection.password),
+        ("use_ssl", connection.extra_dejson.get("use_ssl"))) if value not in (None, "")]
+    remote = f"sc://{netloc}/" + (";" + ";".join(params) if params else "")
+    server_address(remote)  # the same check as spark.connect_url's
+    return remote
+
+
+def airflow_connect_url(settings: Settings) -> str | None:
+    """The server of Airflow connection ``spark.connect_conn_id``; None if it is not defined."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        connection = BaseHook.get_connection(settings.spark.connect_conn_id)
+    except AirflowNotFoundException:
+        return None
+    return connection_url(connection)
+
+
+def as_airflow_task(settings: Settings) -> Settings:
+    """The settings as Airflow's batch tasks see them: the server of the Airflow connection,
+    when it is defined, in place of ``spark.connect_url``."""
+    if settings.spark.batch_tasks != "connect" or not (url := airflow_connect_url(settings)):
+        return settings
+    spark = settings.spark.model_copy(update={"connect_url": url})
+    return settings.model_copy(update={"spark": spark})

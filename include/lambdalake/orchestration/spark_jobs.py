@@ -3,18 +3,21 @@
 An Airflow task (or the CLI) runs ``python spark_jobs/<job>.py <args>``: a Spark driver in
 client mode whose SparkSession comes from ``lambdalake.spark.get_spark``, so the master
 setting decides where executors run (in-process for ``local[*]``, on a cluster for
-``spark://…``). The driver's output streams into the caller's log line by line, and a
-non-zero exit fails the caller.
+``spark://…``), or a thin Spark Connect client (``lambdalake.spark.task_session``) of the
+server that ``orchestration.spark_connect.as_airflow_task`` names. The driver's output
+streams into the caller's log line by line, and a non-zero exit fails the caller.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lambdalake.settings import PROJECT_ROOT
+from lambdalake.orchestration.spark_connect import as_airflow_task
+from lambdalake.settings import PROJECT_ROOT, get_settings
 
 SPARK_JOBS_DIR = PROJECT_ROOT / "spark_jobs"
 
@@ -36,9 +39,12 @@ def run_spark_job(
 ) -> list[str]:
     """Run one Spark entry point to completion; return its output lines."""
     command = [sys.executable, str(job_path(job)), *args]
+    connect_url = as_airflow_task(get_settings()).spark.connect_url
+    environment = {**os.environ, "LAMBDALAKE_SPARK__CONNECT_URL": connect_url}
     lines: list[str] = []
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_ROOT
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_ROOT,
+        env=environment,
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:

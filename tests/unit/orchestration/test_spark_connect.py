@@ -1,10 +1,17 @@
 from pathlib import Path
 
 import pytest
+from airflow.sdk import Connection
 from pydantic import ValidationError
 
 from lambdalake.operations.platform import Platform
-from lambdalake.orchestration.spark_connect import ORPHAN_CONF, SERVER_CLASS, server_command
+from lambdalake.orchestration.spark_connect import (
+    ORPHAN_CONF,
+    SERVER_CLASS,
+    as_airflow_task,
+    connection_url,
+    server_command,
+)
 from lambdalake.settings import BatchSettings, Settings
 
 
@@ -56,3 +63,33 @@ def test_the_platform_lists_the_server_only_when_it_runs_one(tmp_path: Path) -> 
     for spark in ({"batch_tasks": "driver"}, {"connect_url": "sc://spark.example:15002"}):
         platform = Platform(Settings(state_dir=tmp_path, spark=spark))
         assert "spark-connect" not in [p.name for p in platform.processes()]
+
+
+@pytest.mark.parametrize(("uri", "expected"), [
+    ("spark-connect://spark-connect:15002", "sc://spark-connect:15002/"),
+    ("spark-connect://etl:s3%3Bcr%3Dt@spark.example:443?use_ssl=true",
+     "sc://spark.example:443/;user_id=etl;token=s3%3Bcr%3Dt;use_ssl=true"),
+])
+def test_an_airflow_connection_reads_as_airflows_spark_provider_reads_it(
+    uri: str, expected: str,
+) -> None:
+    assert connection_url(Connection.from_uri(uri, conn_id="spark_connect_default")) == expected
+
+
+def test_an_airflow_connection_without_a_host_is_refused() -> None:
+    with pytest.raises(ValueError, match="not the host"):
+        connection_url(Connection(conn_id="c", conn_type="spark_connect", host=""))
+
+
+def test_the_airflow_connection_wins_over_the_setting_and_stops_the_stacks_own_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings(state_dir=tmp_path, spark={"connect_conn_id": "batch_spark"})
+    assert as_airflow_task(settings) is settings  # no such connection: the settings
+    monkeypatch.setenv("AIRFLOW_CONN_BATCH_SPARK", "spark-connect://spark.example:15002")
+    in_airflow = as_airflow_task(settings)
+    assert in_airflow.spark.connect_remote == "sc://spark.example:15002/"
+    assert not in_airflow.spark.runs_connect_server
+    driver = Settings(state_dir=tmp_path, spark={"connect_conn_id": "batch_spark",
+                                                 "batch_tasks": "driver"})
+    assert as_airflow_task(driver) is driver
