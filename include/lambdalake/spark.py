@@ -40,11 +40,12 @@ HUGE_METHODS_COMPILED = "-XX:-DontCompileHugeMethods"
 
 def connect_retry_policy() -> RetryPolicy:
     """How long a task's client retries an unreachable server: about 15 s (5 retries,
-    back-off 50 ms to 10 s) instead of pyspark's 10 minutes, so a dead server fails the
-    task at once (Airflow retries it) rather than holding a worker slot."""
+    back-off 50 ms to 10 s, a delay the server asks for capped at 10 s too) instead of
+    pyspark's 10 minutes, so a dead server fails the task at once (Airflow retries it)
+    rather than holding a worker slot."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    return DefaultPolicy(max_retries=5, max_backoff=10_000)
+    return DefaultPolicy(max_retries=5, max_backoff=10_000, max_server_retry_delay=10_000)
 
 
 class SparkConnectUnavailable(RuntimeError):

@@ -142,7 +142,8 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     run_id = client.trigger(dag_id, {})
     assert client.wait_for_run(dag_id, run_id, timeout=600) == "success"
     assert client.task_states(dag_id, run_id) == {
-        "supervise": "success", "alert": "skipped", "gate_realtime": "success"}
+        "supervise": "success", "alert": "skipped", "gate_realtime": "success",
+        "keep_spark_connect": "success"}
     restarted = platform.speed.process.pid()
     assert restarted is not None and restarted != killed
 

@@ -224,7 +224,10 @@ def valid_only(classified: DataFrame) -> DataFrame:
     Spark pushes a filter below deterministic projections by inlining them, so a plain
     filter on ``quarantine_reason`` would carry every helper column into the condition:
     each record's JSON parsed ~130 times (measured 6.5 s instead of 1.1 s per 30,000
-    records). A non-deterministic column that the filter reads keeps it above them.
+    records). A non-deterministic column that the filter reads keeps it above them. Since
+    Spark 4.1 the optimizer avoids that itself by default
+    (``spark.sql.optimizer.avoidDoubleFilterEval``); the fence keeps the classification
+    single whatever that setting says.
 
     The fence is the partition id, not ``rand``: a streaming query gives every micro-batch
     a new seed for ``rand``, so the seed in the generated code changed with each batch and
