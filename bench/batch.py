@@ -518,7 +518,7 @@ BRONZE_GATES = (BRONZE_TABLE, QUARANTINE_TABLE)
 def run_gates(spark: SparkSession, settings: Settings, views: list[ViewDefinition],
               start: datetime, end: datetime) -> dict[str, float]:
     """Each gate of a batch run over [start, end), timed; every one must pass."""
-    from lambdalake.quality.gate import (
+    from lambdalake.quality.slices import (
         validate_bronze_slice,
         validate_quarantine_slice,
         validate_view_slice,

@@ -1,8 +1,12 @@
 """Ingest benchmark: sustained Kafka -> bronze throughput and produce -> bronze freshness.
 
 Throughput: a backlog of N records is put on a fresh topic; the ingest job drains it and its
-per-batch history gives rows / batch time. Baseline, in the same run: a bare
-confluent-kafka consumer draining the same topic (no parsing, no writes).
+per-batch history gives rows / batch time. Two baselines, in the same run: a bare
+confluent-kafka consumer draining the same topic (no parsing, no writes), and what a user
+would write first: a bare Structured Streaming query, in a Spark driver of its own with
+the platform's settings, appending the same topic's raw records to a Delta table with the
+same trigger and batch size (no classification, no quarantine, no idempotent commits);
+both Spark figures count the sustained batches (the first warms up the JVM).
 
 Gate cost: after the throughput run, the gates the batch DAG runs on bronze (its events
 and its quarantine, ``gate_bronze``) validate everything ingest wrote, in one SparkSession
@@ -85,6 +89,33 @@ def bare_consumer_drain(settings: Settings, expected: int) -> float:
     return seen / elapsed
 
 
+def bare_streaming_drain(settings: Settings, expected: int, max_offsets: int) -> float:
+    """Records per second of a bare Structured Streaming query appending the topic's raw
+    Kafka records to a Delta table (sustained batches); run it ``in_own_process``."""
+    from lambdalake.ingest.stream import kafka_stream
+    from lambdalake.spark import get_spark
+
+    spark = get_spark("bench-bare-streaming", settings)
+    query = (kafka_stream(spark, settings, max_offsets).writeStream.format("delta")
+             .option("checkpointLocation", settings.checkpoint_path("bare_streaming"))
+             .trigger(processingTime="0 seconds")
+             .start(settings.table_path("bare_streaming")))
+    batches: dict[int, tuple[int, float]] = {}
+    deadline = time.monotonic() + drain_timeout(expected)
+    while sum(rows for rows, _ in batches.values()) < expected:
+        if time.monotonic() > deadline or query.exception() is not None:
+            query.stop()
+            raise RuntimeError(f"bare streaming query: {query.exception() or 'timed out'}")
+        for progress in query.recentProgress:
+            if progress["numInputRows"]:
+                batches[progress["batchId"]] = (progress["numInputRows"],
+                                                progress["durationMs"]["triggerExecution"] / 1000)
+        time.sleep(0.5)
+    query.stop()
+    sustained = [batches[batch] for batch in sorted(batches)[1:]]
+    return sum(rows for rows, _ in sustained) / sum(seconds for _, seconds in sustained)
+
+
 @dataclass(frozen=True)
 class Drain:
     """One ingest run over a backlog: what was produced and the sustained batches' work."""
@@ -132,6 +163,7 @@ def throughput(settings: Settings, records: int) -> list[Result]:
         raise AssertionError(f"{quarantined:,} records quarantined, "
                              f"{drained.manifest.malformed:,} produced malformed")
     baseline = bare_consumer_drain(run, produced)
+    streaming = in_own_process(bare_streaming_drain, run, produced, records // 6)
     ingest_seconds = drained.busy_seconds * produced / drained.rows  # every record, sustained
     gates = in_own_process(bronze_gate_seconds, run)
     return [
@@ -142,6 +174,11 @@ def throughput(settings: Settings, records: int) -> list[Result]:
                details={"records": drained.rows, "batches": drained.batches,
                         "busy_seconds": drained.busy_seconds, "first_batch": drained.first_batch,
                         "wall_seconds_incl_startup": drained.wall_seconds}),
+        Result(name="ingest throughput against bare Structured Streaming to Delta",
+               unit="records/s", value=drained.rate, baseline=streaming,
+               baseline_name="a bare Structured Streaming query appending the same topic's "
+                             "raw records to Delta, same trigger and batch size",
+               goal="ratio >= 0.8"),
         Result(name=f"quality gates of bronze ({produced:,} records: events, quarantine)",
                unit="s", value=gates["seconds"], baseline=round(ingest_seconds, 2),
                baseline_name="ingest's compute time for the same records (sustained rate)",
@@ -181,11 +218,8 @@ def quarantine_reasons(settings: Settings) -> dict[str | None, int]:
 def bronze_gate_seconds(settings: Settings) -> dict[str, Any]:
     """``gate_bronze``'s two gates over every hour ingest wrote (by event and Kafka time),
     warmed up once, then timed; both must pass. Run it with ``in_own_process``."""
-    from lambdalake.quality.gate import (
-        GATE_SPARK_CONF,
-        validate_bronze_slice,
-        validate_quarantine_slice,
-    )
+    from lambdalake.quality.gate import GATE_SPARK_CONF
+    from lambdalake.quality.slices import validate_bronze_slice, validate_quarantine_slice
     from lambdalake.spark import get_spark
 
     start, end = written_hours(settings)
