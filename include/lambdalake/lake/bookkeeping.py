@@ -30,6 +30,11 @@ def delta_rs_uri(path: str) -> str:
     return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
 
 
+def table_exists(path: str) -> bool:
+    """Whether a Delta table is at ``path`` (its log, read by delta-rs: no JVM, no session)."""
+    return DeltaTable.is_deltatable(delta_rs_uri(path))
+
+
 def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem a lake path lives on, and the path within it (local paths made
     absolute; ``s3a://`` read as ``s3://``)."""

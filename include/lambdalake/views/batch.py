@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from lambdalake.lake.bookkeeping import table_exists
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.sql import delta_path
@@ -219,7 +220,7 @@ def switch_to(
     built_from = spark.read.format("delta").load(new_path).agg(F.min("bronze_version")).first()
     switch_version(settings, view.name, version, run_id)
     old_path = settings.table_path(physical_table(view.name, old))
-    if built_from is None or built_from[0] is None or not _exists(old_path):
+    if built_from is None or built_from[0] is None or not table_exists(old_path):
         return []
     newer = (spark.read.format("delta").load(old_path)
              .where(F.col("bronze_version") > built_from[0])
@@ -232,13 +233,6 @@ def switch_to(
         carried += recompute_views(spark, settings, [view], start, end, run_id)
     return carried
 
-
-def _exists(path: str) -> bool:
-    from deltalake import DeltaTable
-
-    from lambdalake.lake.bookkeeping import delta_rs_uri
-
-    return DeltaTable.is_deltatable(delta_rs_uri(path))
 
 
 def _from_epoch(seconds: int) -> datetime:
