@@ -33,7 +33,8 @@ ORPHAN_CONF = {
     # A task killed mid-query leaves its operation running on the server, detached from
     # any client. Spark interrupts a detached operation after this timeout (5 min by
     # default), checked at this interval: an orphaned write is stopped well before Airflow
-    # retries the task (retry_delay 30 s), so it never lands after the retry's own write.
+    # retries the task (batch.retry_delay_seconds, at least 20 s), so it never lands after
+    # the retry's own write.
     "spark.connect.execute.manager.detachedTimeout": "10s",
     "spark.connect.execute.manager.maintenanceInterval": "5s",
 }
@@ -63,16 +64,12 @@ def server_environment(settings: Settings) -> dict[str, str]:
             "SPARK_LOCAL_IP": settings.spark.driver_host}
 
 
-def server_process(settings: Settings) -> ManagedProcess:
-    return ManagedProcess("spark-connect", settings.state_dir / "run")
-
-
 class SparkConnectServer:
     """The stack's Spark Connect server as a component: start, stop, health."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.process = server_process(settings)
+        self.process = ManagedProcess("spark-connect", settings.state_dir / "run")
 
     def healthy(self) -> bool:
         spark = self.settings.spark

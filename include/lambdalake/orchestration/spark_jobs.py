@@ -39,8 +39,11 @@ def run_spark_job(
 ) -> list[str]:
     """Run one Spark entry point to completion; return its output lines."""
     command = [sys.executable, str(job_path(job)), *args]
-    connect_url = as_airflow_task(get_settings()).spark.connect_url
-    environment = {**os.environ, "LAMBDALAKE_SPARK__CONNECT_URL": connect_url}
+    settings = get_settings()
+    in_airflow = as_airflow_task(settings)
+    environment = dict(os.environ)
+    if in_airflow is not settings:  # the Airflow connection names the server
+        environment["LAMBDALAKE_SPARK__CONNECT_URL"] = in_airflow.spark.connect_url
     lines: list[str] = []
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_ROOT,
