@@ -1,25 +1,39 @@
 """Launching the Spark entry points in ``spark_jobs/`` as child processes.
 
-An Airflow task (or the CLI) runs ``python spark_jobs/<job>.py <args>``: a Spark driver in
-client mode whose SparkSession comes from ``lambdalake.spark.get_spark``, so the master
-setting decides where executors run (in-process for ``local[*]``, on a cluster for
+An Airflow task (or the CLI) runs ``spark_jobs/<job>.py <args>`` in a child process: a Spark
+driver in client mode whose SparkSession comes from ``lambdalake.spark.get_spark``, so the
+master setting decides where executors run (in-process for ``local[*]``, on a cluster for
 ``spark://…``), or a thin Spark Connect client (``lambdalake.spark.task_session``) of the
-server that ``orchestration.spark_connect.as_airflow_task`` names. The driver's output
+server that ``orchestration.spark_connect.as_airflow_task`` names. The child's output
 streams into the caller's log line by line, and a non-zero exit fails the caller.
+
+On Linux the child is forked and runs the script as ``__main__`` without a new interpreter,
+so it starts with whatever the caller had imported: under ``WarmLocalExecutor``
+(``orchestration.executor``) that is Great Expectations and the Spark Connect client, about
+4 s of CPU a step no longer pays. Its process title is the command line it stands for
+(``python spark_jobs/<job>.py <args>``), so ``ps`` and ``kill`` find it as before. Elsewhere
+(fork without exec is unsafe on macOS) the child execs a fresh interpreter.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import os
-import subprocess
+import runpy
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from lambdalake.orchestration.spark_connect import as_airflow_task
 from lambdalake.settings import PROJECT_ROOT, get_settings
 
 SPARK_JOBS_DIR = PROJECT_ROOT / "spark_jobs"
+RUN_IN_FORK = sys.platform == "linux"
+_CALLERS_STREAMS: list[object] = []
 
 
 class SparkJobFailed(RuntimeError):
@@ -34,26 +48,104 @@ def job_path(job: str) -> Path:
     return path
 
 
-def run_spark_job(
-    job: str, args: Sequence[str] = (), echo: Callable[[str], None] = print
-) -> list[str]:
-    """Run one Spark entry point to completion; return its output lines."""
-    command = [sys.executable, str(job_path(job)), *args]
+def job_environment() -> dict[str, str]:
+    """The caller's environment, plus the Connect server an Airflow connection names."""
     settings = get_settings()
     in_airflow = as_airflow_task(settings)
     environment = dict(os.environ)
     if in_airflow is not settings:  # the Airflow connection names the server
         environment["LAMBDALAKE_SPARK__CONNECT_URL"] = in_airflow.spark.connect_url
+    return environment
+
+
+def run_spark_job(
+    job: str, args: Sequence[str] = (), echo: Callable[[str], None] = print
+) -> list[str]:
+    """Run one Spark entry point to completion in a child process; return its output lines."""
+    command = [sys.executable, str(job_path(job)), *args]
+    environment = job_environment()
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _child(command, environment, write_end)
+    os.close(write_end)
     lines: list[str] = []
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_ROOT,
-        env=environment,
-    ) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
+    with open(read_end, encoding="utf-8", errors="replace") as output:
+        for line in output:
             line = line.rstrip("\n")
             lines.append(line)
             echo(line)
-    if process.returncode != 0:
-        raise SparkJobFailed(f"Spark job {job!r} exited with {process.returncode}")
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SparkJobFailed(f"Spark job {job!r} exited with {code}")
     return lines
+
+
+def _child(command: list[str], environment: Mapping[str, str], output: int) -> NoReturn:
+    """The forked child: output to the pipe, nothing else of the caller's (its descriptors,
+    signal handlers, log handlers), then the script as ``__main__`` (or exec on macOS)."""
+    code = 1
+    try:
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        # the caller's stream objects stay referenced: collecting one (Airflow's own, say)
+        # would close the descriptor it wraps, which is now the pipe
+        _CALLERS_STREAMS.extend([sys.stdin, sys.stdout, sys.stderr])
+        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), line_buffering=True)
+        sys.stdin = open(0, closefd=False)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.chdir(PROJECT_ROOT)
+        if not RUN_IN_FORK:
+            os.execve(sys.executable, command, environment)
+        _set_process_title(command)  # before the environment changes: it moves it
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        os.environ.update(environment)
+        get_settings.cache_clear()  # the caller's were read before the environment changed
+        _log_to_stderr()
+        sys.argv = command[1:]
+        runpy.run_path(command[1], run_name="__main__")
+        code = 0
+    except SystemExit as exit_:  # sys.exit(n), argparse's errors
+        code = _exit_status(exit_.code)
+    except BaseException:  # noqa: BLE001 - reported like an interpreter would, then the exit
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the pipe may be gone with the caller
+                pass
+        os._exit(code)
+
+
+def _exit_status(code: object) -> int:
+    """What an interpreter exits with for ``sys.exit(code)``."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _log_to_stderr() -> None:
+    """Drop the caller's log handlers (Airflow's send records over its own channel to the
+    task supervisor): the child logs to its stderr, as a fresh interpreter would."""
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        if isinstance(logger, logging.Logger):
+            logger.handlers.clear()
+            logger.propagate = True
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+
+
+def _set_process_title(command: list[str]) -> None:
+    try:
+        from setproctitle import setproctitle
+    except ImportError:  # only cosmetic outside Airflow
+        return
+    setproctitle(" ".join(command))

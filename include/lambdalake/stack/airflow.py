@@ -1,9 +1,10 @@
 """Airflow 3 on the local stack: api-server, scheduler, dag-processor, triggerer.
 
-LocalExecutor on the stack's PostgreSQL, this repo's ``dags/`` and ``plugins/``, a small
-parallelism and a pool that bounds concurrent Spark jobs. Login is Airflow's simple auth
-manager with one admin user whose password is generated once for local development (or
-taken from ``LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD``). Every secret Airflow needs (Fernet key,
+A LocalExecutor with warm workers (``orchestration.executor``) on the stack's PostgreSQL,
+this repo's ``dags/`` and ``plugins/``, a small parallelism and a pool that bounds
+concurrent Spark jobs. Login is Airflow's simple auth manager with one admin user whose
+password is generated once for local development (or taken from
+``LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD``). Every secret Airflow needs (Fernet key,
 API secret, JWT secret) comes from the same place, never from a hard-coded default.
 """
 
@@ -25,6 +26,8 @@ from lambdalake.stack.secrets import local_secret
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+EXECUTOR = "lambdalake.orchestration.executor.WarmLocalExecutor"
+"""LocalExecutor whose workers start with the Spark steps' libraries imported."""
 
 
 def airflow_executable() -> str:
@@ -63,7 +66,7 @@ class Airflow:
             **os.environ,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": Postgres(self.settings).sqlalchemy_url,
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

@@ -195,12 +195,15 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
 
 
 def spark_driver(job: str, run_id: str, timeout: float = 600) -> psutil.Process:
-    """The process a task of ``run_id`` started for ``spark_jobs/<job>.py``, once it runs."""
+    """The process a task of ``run_id`` started for ``spark_jobs/<job>.py``, once it runs.
+
+    A forked step's command line is its process title, which ``/proc`` may give as one
+    string: the words are compared, not ``argv``'s items."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for process in psutil.process_iter(["cmdline"]):
-            cmdline = process.info["cmdline"] or []
-            if run_id in cmdline and any(a.endswith(f"spark_jobs/{job}.py") for a in cmdline):
+            words = " ".join(process.info["cmdline"] or []).split()
+            if run_id in words and any(w.endswith(f"spark_jobs/{job}.py") for w in words):
                 return process
         time.sleep(0.2)
     raise AssertionError(f"no {job} driver for {run_id} within {timeout:.0f}s")
