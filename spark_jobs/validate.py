@@ -24,6 +24,7 @@ only) validates another table, e.g. a version built by a full reprocess before t
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -87,6 +88,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     from lambdalake.quality.gate import GATE_SPARK_CONF
     from lambdalake.quality.history import read_results, record
     from lambdalake.quality.slices import (
+        bronze_event_types,
         validate_bronze_slice,
         validate_quarantine_slice,
         validate_view_slice,
@@ -107,12 +109,14 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                         row_count=usual("bronze", BRONZE_TABLE))
             yield validate_quarantine_slice(spark, settings, args.start, args.end)
             return
+        bronze_types = functools.cache(functools.partial(  # one bronze read for all views
+            bronze_event_types, spark, settings, args.start, args.end, args.bronze_version))
         for name in names:
             path = args.table_path or current_table_path(settings, name)
             yield validate_view_slice(spark, settings, views[name], path, args.start, args.end,
                                       require_rows=require_rows,
                                       bronze_version=args.bronze_version,
-                                      row_count=usual("batch", name))
+                                      row_count=usual("batch", name), bronze_types=bronze_types)
 
     passed = True
     with task_session(f"validate-{args.layer}", settings, GATE_SPARK_CONF) as spark:

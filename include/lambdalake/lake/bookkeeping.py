@@ -35,6 +35,12 @@ def table_exists(path: str) -> bool:
     return DeltaTable.is_deltatable(delta_rs_uri(path))
 
 
+def table_version(path: str) -> int:
+    """A Delta table's newest version, from its log (delta-rs: no Spark query). Readers
+    pin it to read one snapshot; writers report it after their commit."""
+    return int(DeltaTable(delta_rs_uri(path), without_files=True).version())
+
+
 def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem a lake path lives on, and the path within it (local paths made
     absolute; ``s3a://`` read as ``s3://``)."""

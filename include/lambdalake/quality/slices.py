@@ -5,7 +5,9 @@ never passes silently."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -74,14 +76,16 @@ def validate_view_slice(
     spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
     start: datetime, end: datetime, *, require_rows: bool | None = None,
     bronze_version: int | None = None, contracts: ContractRegistry | None = None,
-    row_count: RowBounds = NO_BOUNDS,
+    row_count: RowBounds = NO_BOUNDS, bronze_types: Callable[[], set[str]] | None = None,
 ) -> GateResult:
     """Validate the rows of ``view``'s table at ``table_path`` whose window starts in [start, end).
 
     ``require_rows``: must the slice have rows? Default (None): yes if bronze (at
     ``bronze_version``, default latest) has events of the view's types in [start, end). So
     an empty slice fails the gate when there was something to aggregate, and is only a
-    warning for a dead interval. Callers that know the answer pass it and save a bronze read.
+    warning for a dead interval. Callers that know the answer pass it and save a bronze read;
+    callers gating several views pass ``bronze_types`` (``bronze_event_types``, cached) so
+    bronze is read once for all of them.
     """
     from pyspark.sql import functions as F
 
@@ -92,22 +96,22 @@ def validate_view_slice(
                  .where((F.col("window_start") >= F.lit(start))
                         & (F.col("window_start") < F.lit(end))))
         if require_rows is None:
-            require_rows = bronze_has_events(spark, settings, view, start, end, bronze_version)
+            present = (bronze_types or functools.partial(
+                bronze_event_types, spark, settings, start, end, bronze_version))()
+            require_rows = bool(present & set(view.event_types))
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run("batch", view.name, start, end, error, began)
     return validate_view_frame(frame, view, start, end, require_rows=require_rows,
                                contracts=contracts, began=began, row_count=row_count)
 
 
-def bronze_has_events(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
-    end: datetime, version: int | None = None,
-) -> bool:
-    """Whether bronze has an event the view reads in [start, end) (stops at the first)."""
-    from pyspark.sql import functions as F
-
+def bronze_event_types(
+    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
+    version: int | None = None,
+) -> set[str]:
+    """The event types bronze (at ``version``, default latest) has in [start, end)."""
     events = read_bronze_interval(spark, settings, start, end, version=version)
-    return bool(events.where(F.col("event_type").isin(view.event_types)).limit(1).count())
+    return {row["event_type"] for row in events.select("event_type").distinct().collect()}
 
 
 def _check_interval(start: datetime, end: datetime) -> None:

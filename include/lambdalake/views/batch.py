@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import table_exists
+from lambdalake.lake.bookkeeping import table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
-from lambdalake.lake.sql import delta_path
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.catalog import current_version, physical_table, switch_version
@@ -76,12 +75,6 @@ def first_copies(events: DataFrame) -> DataFrame:
     return events.withColumn("_copy", F.row_number().over(first)).where("_copy = 1").drop("_copy")
 
 
-def latest_version(spark: SparkSession, path: str) -> int:
-    """The table's newest version (Delta SQL: works in a driver and over Spark Connect)."""
-    newest = spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT 1").collect()
-    return int(newest[0]["version"])
-
-
 def compute_slice(
     spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
     end: datetime, bronze_version: int,
@@ -110,7 +103,7 @@ def recompute_views(
 
     for view in views:
         check_interval(view, start, end)
-    bronze_version = latest_version(spark, settings.table_path(BRONZE_TABLE))
+    bronze_version = table_version(settings.table_path(BRONZE_TABLE))
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
     columns = view_columns(views)
     events = (  # cache only what the views read: no raw bytes, no ids once deduplicated
@@ -158,7 +151,7 @@ def write_slice(
             retry_on_conflict(functools.partial(replace_interval, rows, path, start, end))
             if current_version(settings, view.name) == version:
                 return SliceWritten(view.name, start, end, count, bronze_version, version,
-                                    latest_version(spark, path))
+                                    table_version(path))
     finally:
         rows.unpersist()
 
@@ -186,7 +179,7 @@ def build_version(
 
     version = current_version(settings, view.name) + 1
     bronze_path = settings.table_path(BRONZE_TABLE)
-    bronze_version = latest_version(spark, bronze_path)
+    bronze_version = table_version(bronze_path)
     events = spark.read.format("delta").option("versionAsOf", bronze_version).load(bronze_path)
     rows = with_lineage(aggregate(first_copies(events), view), run_id, bronze_version)
     path = settings.table_path(physical_table(view.name, version))
@@ -199,7 +192,7 @@ def build_version(
     assert written is not None
     return SliceWritten(view.name, _from_epoch(written["first"] or 0),
                         _from_epoch(written["last"] or 0),
-                        written["rows"], bronze_version, version, latest_version(spark, path))
+                        written["rows"], bronze_version, version, table_version(path))
 
 
 def switch_to(
