@@ -88,8 +88,9 @@ def restatement_cycle(settings: Settings, client: AirflowClient, now: datetime,
     still_running = [str(run["dag_run_id"]) for run in active
                      if str(run["dag_run_id"]).startswith(RUN_ID_PREFIX)]
     busy = [interval for run in active if (interval := run_interval(run)) is not None]
-    failed = failed_lately(client.dag_runs(BATCH_DAG_ID), now,
-                           timedelta(minutes=settings.batch.restate_retry_after_minutes))
+    retry_after = timedelta(minutes=settings.batch.restate_retry_after_minutes)
+    failed = failed_lately(client.dag_runs(BATCH_DAG_ID, ended_after=now - retry_after), now,
+                           retry_after)
     busy += [interval for run in failed if (interval := run_interval(run)) is not None]
     room = max(0, settings.batch.restate_max_intervals - len(still_running))
     planned = plan_restatements(waiting, read_publications(settings), busy, room)

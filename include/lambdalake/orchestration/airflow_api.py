@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ import httpx
 from lambdalake.settings import Settings
 
 TERMINAL_STATES = {"success", "failed"}
+PAGE_SIZE = 100
+"""Airflow's REST API returns at most this many items a page (its ``maximum_page_limit``)."""
 
 
 class AirflowApiError(RuntimeError):
@@ -97,12 +100,22 @@ class AirflowClient:
             time.sleep(3)
         raise AirflowApiError(f"{dag_id} run {run_id} did not finish within {timeout:.0f}s")
 
-    def dag_runs(self, dag_id: str, run_type: str | None = None) -> list[dict[str, Any]]:
-        """The DAG's runs (optionally of one type: scheduled, manual, backfill)."""
-        params: dict[str, Any] = {"limit": 100, "order_by": "-run_after"}
+    def dag_runs(self, dag_id: str, run_type: str | None = None,
+                 ended_after: datetime | None = None) -> list[dict[str, Any]]:
+        """All the DAG's runs, newest first, page by page: optionally of one type
+        (scheduled, manual, backfill), or only those that ended after ``ended_after``."""
+        params: dict[str, Any] = {"limit": PAGE_SIZE, "order_by": "-run_after", "offset": 0}
         if run_type:
             params["run_type"] = run_type
-        return list(self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)["dag_runs"])
+        if ended_after is not None:
+            params["end_date_gte"] = ended_after.isoformat()
+        runs: list[dict[str, Any]] = []
+        while True:
+            page = self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)
+            runs.extend(page["dag_runs"])
+            if len(page["dag_runs"]) < PAGE_SIZE or len(runs) >= (page["total_entries"] or 0):
+                return runs
+            params["offset"] = len(runs)
 
     def latest_backfill(self, dag_id: str) -> dict[str, Any] | None:
         backfills = self._call("GET", "/backfills", params={"dag_id": dag_id, "limit": 100})

@@ -146,6 +146,6 @@ def _log_to_stderr() -> None:
 def _set_process_title(command: list[str]) -> None:
     try:
         from setproctitle import setproctitle
-    except ImportError:  # only cosmetic outside Airflow
+    except ImportError:  # it comes with Airflow; without it, ps shows the caller
         return
     setproctitle(" ".join(command))
