@@ -15,7 +15,7 @@ from airflow.sdk import Connection
 from lambdalake.orchestration.spark_connect import connection_url
 from lambdalake.serving.service import APP_FACTORY
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
-from lambdalake.stack.airflow import Airflow
+from lambdalake.stack.airflow import EXECUTOR, Airflow
 
 SERVICES = {
     "kafka", "postgres", "spark-master", "spark-worker", "spark-connect", "ingest", "speed",
@@ -97,6 +97,7 @@ def test_airflow_is_configured_like_the_local_stack(
         env = environment(compose, name)
         missing = local_keys - set(env)
         assert missing == set(), f"{name} lacks {missing}"
+        assert env["AIRFLOW__CORE__EXECUTOR"] == EXECUTOR, f"{name} runs another executor"
         conn = substituted(env)["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         assert conn == (
             f"postgresql+psycopg2://{env['LAMBDALAKE_POSTGRES__USER']}:from-POSTGRES_PASSWORD@"
