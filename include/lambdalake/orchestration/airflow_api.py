@@ -17,7 +17,7 @@ from lambdalake.settings import Settings
 
 TERMINAL_STATES = {"success", "failed"}
 PAGE_SIZE = 100
-"""Airflow's REST API returns at most this many items a page (its ``maximum_page_limit``)."""
+"""Items asked for per page (Airflow may return fewer: its ``maximum_page_limit``)."""
 
 
 class AirflowApiError(RuntimeError):
@@ -113,7 +113,8 @@ class AirflowClient:
         while True:
             page = self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)
             runs.extend(page["dag_runs"])
-            if len(page["dag_runs"]) < PAGE_SIZE or len(runs) >= (page["total_entries"] or 0):
+            total = page.get("total_entries")
+            if not page["dag_runs"] or (total is not None and len(runs) >= total):
                 return runs
             params["offset"] = len(runs)
 

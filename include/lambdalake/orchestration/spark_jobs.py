@@ -12,18 +12,23 @@ so it starts with whatever the caller had imported: under ``WarmLocalExecutor``
 (``orchestration.executor``) that is Great Expectations and the Spark Connect client, about
 4 s of CPU a step no longer pays. Its process title is the command line it stands for
 (``python spark_jobs/<job>.py <args>``), so ``ps`` and ``kill`` find it as before. Elsewhere
-(fork without exec is unsafe on macOS) the child execs a fresh interpreter.
+(fork without exec is unsafe on macOS) the child execs a fresh interpreter. A task must
+not use delta-rs before it starts a step: delta-rs refuses to run in a process forked after
+its runtime started (no task does; each reads the lake after its steps, or not at all).
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import os
 import runpy
 import signal
 import sys
+import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -73,11 +78,15 @@ def run_spark_job(
         _child(command, environment, write_end)
     os.close(write_end)
     lines: list[str] = []
-    with open(read_end, encoding="utf-8", errors="replace") as output:
-        for line in output:
-            line = line.rstrip("\n")
-            lines.append(line)
-            echo(line)
+    try:
+        with open(read_end, encoding="utf-8", errors="replace") as output:
+            for line in output:
+                line = line.rstrip("\n")
+                lines.append(line)
+                echo(line)
+    except BaseException:  # the task timed out or was told to stop: so is its step
+        _stop(pid)
+        raise
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
@@ -85,9 +94,23 @@ def run_spark_job(
     return lines
 
 
+def _stop(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM the step, SIGKILL it after ``grace`` seconds, and reap it."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
 def _child(command: list[str], environment: Mapping[str, str], output: int) -> NoReturn:
     """The forked child: output to the pipe, nothing else of the caller's (its descriptors,
-    signal handlers, log handlers), then the script as ``__main__`` (or exec on macOS)."""
+    signal, warning and exit handlers, log handlers), then the script as ``__main__`` (or
+    exec on macOS), and its exit handlers at the end, as an interpreter would."""
+    atexit._clear()  # the caller's (Airflow's) are not the step's
     code = 1
     try:
         os.dup2(output, 1)
@@ -104,7 +127,8 @@ def _child(command: list[str], environment: Mapping[str, str], output: int) -> N
         if not RUN_IN_FORK:
             os.execve(sys.executable, command, environment)
         _set_process_title(command)  # before the environment changes: it moves it
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt: the
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # step's finally blocks still run
             signal.signal(signum, signal.SIG_DFL)
         os.environ.update(environment)
         get_settings.cache_clear()  # the caller's were read before the environment changed
@@ -117,6 +141,7 @@ def _child(command: list[str], environment: Mapping[str, str], output: int) -> N
     except BaseException:  # noqa: BLE001 - reported like an interpreter would, then the exit
         traceback.print_exc()
     finally:
+        atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -134,8 +159,13 @@ def _exit_status(code: object) -> int:
 
 
 def _log_to_stderr() -> None:
-    """Drop the caller's log handlers (Airflow's send records over its own channel to the
-    task supervisor): the child logs to its stderr, as a fresh interpreter would."""
+    """Drop the caller's log, warning and exception handlers (Airflow's send records over
+    its own channel to the task supervisor, whose descriptor the child closed): the child
+    logs to its stderr, as a fresh interpreter would."""
+    warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+    sys.excepthook = sys.__excepthook__
+    if "structlog" in sys.modules:
+        sys.modules["structlog"].reset_defaults()
     for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
         if isinstance(logger, logging.Logger):
             logger.handlers.clear()

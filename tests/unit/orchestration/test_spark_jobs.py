@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import socket
 import sys
 import threading
@@ -79,3 +80,25 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_a_task_that_times_out_stops_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's execution timeout raises in the task while it reads the step's output: the
+    step is stopped and reaped, not left writing beside the retry."""
+    monkeypatch.setenv("LAMBDALAKE_SPARK__CONNECT_URL", f"sc://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("LAMBDALAKE_SPARK__CONNECT_WAIT_SECONDS", "60")
+
+    def time_out(signum: int, frame: object) -> None:
+        raise TimeoutError("the task timed out")
+
+    previous = signal.signal(signal.SIGALRM, time_out)
+    signal.alarm(2)
+    began = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            run_spark_job("batch_views", ["build", "--views", "funnel"], echo=lambda line: None)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert psutil.Process().children() == []
+    assert time.monotonic() - began < 30
