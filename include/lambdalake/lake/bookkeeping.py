@@ -144,7 +144,7 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> int
         if not DeltaTable.is_deltatable(uri):
             DeltaTable.create(uri, schema=schema, mode="ignore")
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
-        return DeltaTable(uri).version()
+        return table_version(path)
 
     return retry_on_conflict(create_and_append, pause_seconds=0.05)
 

@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from lambdalake.lake.bookkeeping import arrow_filesystem, delta_rs_uri
+from lambdalake.lake.bookkeeping import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import AddedFile, files_added
 from lambdalake.settings import Settings
@@ -145,11 +145,9 @@ class LateArrivals:
 
     def waiting(self) -> list[Waiting]:
         """Per view, the published windows with rows waiting, oldest first."""
-        from deltalake import DeltaTable
-
-        if not DeltaTable.is_deltatable(delta_rs_uri(self.bronze)):
+        if not table_exists(self.bronze):
             return [Waiting(view.name, []) for view in self.views]
-        newest = DeltaTable(delta_rs_uri(self.bronze)).version()
+        newest = table_version(self.bronze)
         scanned, before, late = self._load()
         published = {view.name: published_from(self.settings, view) for view in self.views}
         anew = [version for view in self.views

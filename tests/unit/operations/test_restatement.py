@@ -18,6 +18,7 @@ from lambdalake.operations.restatement import (
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings
+from lambdalake.timeutil import parse_utc
 from lambdalake.views.definition import load_views
 from tests.support.late_rows import arrive, hour, publish_from
 
@@ -35,9 +36,14 @@ class Airflow:
         assert dag_id == BATCH_DAG_ID
         return self.active
 
-    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+    def dag_runs(self, dag_id: str, ended_after: datetime | None = None
+                 ) -> list[dict[str, Any]]:
+        """Airflow's ``end_date_gte``: only runs that ended, and not before ``ended_after``."""
         assert dag_id == BATCH_DAG_ID
-        return self.active + self.finished
+        if ended_after is None:
+            return self.active + self.finished
+        return [run for run in self.finished
+                if run.get("end_date") and parse_utc(run["end_date"]) >= ended_after]
 
     def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str) -> str:
         self.triggered.append((run_id, conf))
