@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -28,7 +29,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    return get_settings()
+    """The session's settings (``tests/conftest.py``'s environment), guarded: a test that
+    left other settings cached would send every later test to the default ports."""
+    settings = get_settings()
+    assert str(settings.state_dir) == os.environ["LAMBDALAKE_STATE_DIR"], (
+        f"get_settings() returned settings for {settings.state_dir}, not the test "
+        "session's: a test left its own cached")
+    return settings
 
 
 @pytest.fixture(scope="session")
