@@ -6,18 +6,24 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
+from lambdalake.lake.bookkeeping import FollowedTable
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
-from lambdalake.serving.snapshot import SnapshotStore
+from lambdalake.serving.snapshot import SnapshotStore, by_window
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
+from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.serving_tables import (
+    MIDNIGHT,
+    TS,
     append_realtime,
     hour,
     publish_hours,
+    view_columns,
     write_batch,
 )
 
@@ -79,7 +85,6 @@ def test_each_commit_merges_into_the_held_values_as_a_full_merge_would(
 ) -> None:
     """A refresh merges only the keys a new commit touches (a null dimension is a key too);
     the held values must equal what merging every partial row of the table gives."""
-    from lambdalake.serving.snapshot import by_window
     from lambdalake.speed.partials import merge_partials, with_estimates
 
     view = views["page_traffic"]
@@ -95,6 +100,34 @@ def test_each_commit_merges_into_the_held_values_as_a_full_merge_would(
         assert sorted(map(str, held.to_pylist())) == sorted(map(str, expected.to_pylist()))
     assert answer(store, views) == [("03", "/b", 7, "realtime"), ("03", None, 7, "realtime"),
                                     ("04", "/c", 3, "realtime"), ("05", "/b", 1, "realtime")]
+
+
+def test_a_rewritten_interval_is_read_again_and_nothing_else(
+    lake: Settings, views: dict[str, ViewDefinition], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish rewrites one interval of the batch view: a refresh reads the files that
+    commit added, drops the rows of the files it removed, and equals a full read."""
+    write_batch(lake, [(h, "/a", h) for h in range(4)])
+    publish_hours(lake, 0, 1, 2, 3)
+    store = SnapshotStore(lake, views)
+    store.refresh()
+    reads: list[str] = []
+    read = FollowedTable.read
+    monkeypatch.setattr(FollowedTable, "read",
+                        lambda self, files: reads.extend(files) or read(self, files))
+    path = lake.table_path(physical_table("page_traffic", 1))
+    write_deltalake(path, pa.table({**view_columns([(2, "/a", 20), (2, "/b", 21)]),
+                                    "run_id": ["rerun"] * 2,
+                                    "bronze_version": pa.array([4, 4], pa.int64()),
+                                    "computed_at": pa.array([MIDNIGHT] * 2, TS)}),
+                    mode="overwrite", predicate="window_start = '2026-11-20T02:00:00Z'",
+                    partition_by=["window_start"])
+    assert answer(store, views) == [("00", "/a", 0, "batch"), ("01", "/a", 1, "batch"),
+                                    ("02", "/a", 20, "batch"), ("02", "/b", 21, "batch"),
+                                    ("03", "/a", 3, "batch")]
+    assert len(reads) == 1 and "2026-11-20" in reads[0]  # the one file of the new hour 02
+    expected = by_window(pa.table(DeltaTable(path).to_pyarrow_table()))
+    assert store.get("page_traffic").batch_rows.equals(expected)
 
 
 def test_filters_time_range_and_pages(lake: Settings, views: dict[str, ViewDefinition]) -> None:
