@@ -1,0 +1,39 @@
+"""The backfill profile names each process by its role, from its command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from bench.backfill_profile import role
+
+
+@dataclass
+class FakeProcess:
+    command: list[str]
+    parent_command: list[str] | None = None
+
+    def cmdline(self) -> list[str]:
+        return self.command
+
+    def parent(self) -> FakeProcess:
+        return FakeProcess(self.parent_command or [])
+
+
+@pytest.mark.parametrize(("process", "expected"), [
+    (FakeProcess(["python", "/r/spark_jobs/validate.py", "--layer", "bronze", "--start", "x"]),
+     "step validate bronze"),
+    (FakeProcess(["python /r/spark_jobs/batch_views.py recompute --start x"]),  # one title
+     "step batch_views"),
+    (FakeProcess(["airflow worker -- 0193-ab"],
+                 ["airflow worker -- LocalExecutor: lambdalake_serving maintain run 0"]),
+     "airflow task of lambdalake_serving"),
+    (FakeProcess(["airflow worker -- LocalExecutor: <idle>"]), "airflow executor (idle)"),
+    (FakeProcess(["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit", "--class",
+                  "org.apache.spark.sql.connect.service.SparkConnectServer"]),
+     "spark-connect server"),
+    (FakeProcess(["bash"]), "other"),
+])
+def test_each_process_gets_its_role(process: FakeProcess, expected: str) -> None:
+    assert role(process) == expected  # type: ignore[arg-type]
