@@ -6,7 +6,7 @@ no baseline: it explains that benchmark's figure, it does not make one).
 It brings up the benchmark's stack (batch tasks on the Spark Connect server), produces the
 hours' traffic, warms up with one hourly run, then backfills the hours two runs at a time
 while it samples the CPU of every process on the machine by role (the Connect server, each
-kind of Spark step, Airflow's tasks per DAG, the scheduler, ...). It prints the CPU seconds
+kind of Spark step, Airflow's task processes, the scheduler, ...). It prints the CPU seconds
 per run of each role and, from Airflow's task instances, each task's mean duration and the
 mean gap before it (the scheduler's loop and a task's start). To see inside the server,
 start a JFR recording on it by hand (``jcmd <pid> JFR.start``).
@@ -39,8 +39,6 @@ from lambdalake.orchestration.airflow_api import AirflowClient, admin_client
 from lambdalake.settings import Settings
 
 TASKS = ("plan", "wait_for_bronze", "gate_bronze", "compute", "gate_views", "publish")
-DAGS = ("lambdalake_batch_views", "lambdalake_serving", "lambdalake_speed_supervisor",
-        "lambdalake_restatement", "lambdalake_bronze_maintenance")
 ROLES = (("SparkConnectServer", "spark-connect server"), ("kafka.Kafka", "kafka"),
          ("postgres", "postgres"), ("airflow scheduler", "airflow scheduler"),
          ("api_server", "airflow api-server"), ("dag-processor", "airflow dag-processor"),
@@ -54,10 +52,10 @@ def role(process: psutil.Process) -> str:
     step = re.search(r"spark_jobs/(\w+)\.py(?:.*--layer (\w+))?", command)
     if step:
         return f"step {step.group(1)}" + (f" {step.group(2)}" if step.group(2) else "")
-    if command.startswith("airflow worker -- ") or "LocalExecutor" in command:
-        owner = command if "LocalExecutor" in command else " ".join(process.parent().cmdline())
-        dag = next((d for d in DAGS if d in owner), None)
-        return f"airflow task of {dag}" if dag else "airflow executor (idle)"
+    if "from multiprocessing" in command:  # a spawned worker (the serving API has two)
+        return f"{role(process.parent())}, spawned workers"
+    if command.startswith("airflow worker -- "):  # titles name a task instance by id only
+        return "airflow workers and task processes"
     return next((name for marker, name in ROLES if marker in command), "other")
 
 

@@ -26,13 +26,15 @@ class FakeProcess:
      "step validate bronze"),
     (FakeProcess(["python /r/spark_jobs/batch_views.py recompute --start x"]),  # one title
      "step batch_views"),
-    (FakeProcess(["airflow worker -- 0193-ab"],
-                 ["airflow worker -- LocalExecutor: lambdalake_serving maintain run 0"]),
-     "airflow task of lambdalake_serving"),
-    (FakeProcess(["airflow worker -- LocalExecutor: <idle>"]), "airflow executor (idle)"),
+    (FakeProcess(["airflow worker -- 0193-ab"]), "airflow workers and task processes"),
+    (FakeProcess(["airflow worker -- LocalExecutor: <idle>"]),
+     "airflow workers and task processes"),
     (FakeProcess(["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit", "--class",
                   "org.apache.spark.sql.connect.service.SparkConnectServer"]),
      "spark-connect server"),
+    (FakeProcess(["python", "-B", "-c", "from multiprocessing.spawn import spawn_main"],
+                 ["python", "-m", "uvicorn", "lambdalake.serving.api:app"]),
+     "serving API, spawned workers"),
     (FakeProcess(["bash"]), "other"),
 ])
 def test_each_process_gets_its_role(process: FakeProcess, expected: str) -> None:
