@@ -58,10 +58,10 @@ chaos: setup          ## only the fault-injection tests (kills, broker outage, f
 bench: setup          ## benchmarks, quick profile (PROFILE=full for the README figures)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)
 
-lock:                 ## re-resolve requirements.in into exact pins
+lock:                 ## pin what requirements.in adds, keeping current pins (UPGRADE=1: re-resolve all)
 	rm -rf /tmp/lambdalake-lock && $(PYTHON) -m venv /tmp/lambdalake-lock
 	/tmp/lambdalake-lock/bin/pip install --quiet --upgrade pip
-	/tmp/lambdalake-lock/bin/pip install --quiet -r requirements.in
+	/tmp/lambdalake-lock/bin/pip install --quiet -r requirements.in $(if $(UPGRADE),,-c requirements.txt)
 	{ echo "# Exact pins, generated from requirements.in by \`make lock\`: do not edit by hand."; \
 	  /tmp/lambdalake-lock/bin/pip freeze; } > requirements.txt
 

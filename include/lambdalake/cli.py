@@ -9,7 +9,8 @@
     lambdalake produce   generate clickstream traffic (late, duplicate, malformed) into Kafka
     lambdalake ingest    start | stop | restart | status | wait: the Kafka -> bronze stream
     lambdalake speed     start | stop | restart | status | wait | reset: Kafka -> real-time views
-    lambdalake contracts check that event contracts evolve compatibly
+    lambdalake contracts check that event contracts evolve compatibly (locally and against
+                         the schema registry); `contracts register` registers them there
     lambdalake query     a view's merged answer: batch before the high-water mark, real-time after
     lambdalake quality   the recorded quality-gate results, newest first
     lambdalake report    the data-quality summary, and the HTML report with its Data Docs
@@ -27,7 +28,9 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+from lambdalake.contracts import EVENTS_DIR
 from lambdalake.quality.report import LAYERS
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables, get_settings
 
@@ -36,6 +39,7 @@ SETTINGS_TABLE_END = "<!-- /settings-table -->"
 
 
 def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
+    from lambdalake.kafka.registry_server import find_java
     from lambdalake.quality.docs import vendor_assets
     from lambdalake.stack.jars import resolve_jars
 
@@ -44,8 +48,11 @@ def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
         (settings.state_dir / sub).mkdir(parents=True, exist_ok=True)
     jars = resolve_jars(settings)
     assets = vendor_assets(settings)
+    registry_java = find_java(settings.registry.java_home) if not settings.registry.url else None
     print(f"JVM jars in {jars}, Data Docs assets in {assets} "
           f"({time.monotonic() - started:.1f}s); state in {settings.state_dir}")
+    if registry_java:
+        print(f"the schema registry runs on {registry_java}")
     return 0
 
 
@@ -64,6 +71,7 @@ def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
     print(f"  Airflow UI    {af.base_url}   login: {login}")
     print(f"                {where}")
     print(f"  Kafka         {settings.kafka.bootstrap_servers}")
+    print(f"  Schemas       {settings.registry.client_config()['url']} (Confluent-compatible)")
     pg = settings.postgres
     print(f"  PostgreSQL    {pg.host}:{pg.port}/{pg.database} (Airflow metadata)")
     print(f"  Lake          {settings.lake.root}")
@@ -188,16 +196,41 @@ def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_contracts(_settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.contracts import ContractRegistry, evolution_problems
+def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
+    from lambdalake.contracts import ContractError, ContractRegistry, evolution_problems
+    from lambdalake.kafka.schema_registry import (
+        UNREACHABLE,
+        register_contracts,
+        registry_client,
+        registry_problems,
+    )
+    from lambdalake.stack.process import StackError
 
-    registry = ContractRegistry()
-    problems = evolution_problems(registry)
+    if args.offline and args.action == "register":
+        raise StackError("register needs the schema registry: drop --offline")
+    contracts = ContractRegistry(args.dir)
+    topic, url = settings.kafka.events_topic.name, settings.registry.client_config()["url"]
+    problems = evolution_problems(contracts)
+    try:
+        if not args.offline:
+            client = registry_client(settings.registry)
+            problems += registry_problems(client, contracts, topic)
+        if not problems and args.action == "register":
+            for entry in register_contracts(client, contracts, topic,
+                                            settings.registry.compatibility):
+                print(f"registered {entry.subject} v{entry.version} (schema id "
+                      f"{entry.schema_id}, {settings.registry.compatibility})")
+    except ContractError as refused:
+        problems.append(str(refused))
+    except UNREACHABLE as error:
+        raise StackError(f"the schema registry at {url} does not answer ({error}): start the "
+                         "stack (`make up`), or check the files only with --offline") from error
     for problem in problems:
         print(f"incompatible: {problem}", file=sys.stderr)
-    if not problems:
-        versions = ", ".join(f"{t} v{v}" for t, v in sorted(registry.contracts))
-        print(f"contracts compatible: {versions}")
+    if not problems and args.action == "check":
+        where = "locally" if args.offline else f"locally and in {url}"
+        versions = ", ".join(f"{t} v{v}" for t, v in sorted(contracts.contracts))
+        print(f"contracts compatible ({where}): {versions}")
     return 1 if problems else 0
 
 
@@ -380,9 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("docs", help="regenerate docs derived from code").set_defaults(
         run=cmd_docs
     )
-    commands.add_parser("contracts", help="check event contracts evolve compatibly").set_defaults(
-        run=cmd_contracts
-    )
+    contracts = commands.add_parser(
+        "contracts", help="check event contracts evolve compatibly, locally and in the registry")
+    contracts.add_argument("action", nargs="?", choices=["check", "register"], default="check",
+                           help="register: also register them in the schema registry")
+    contracts.add_argument("--offline", action="store_true",
+                           help="check the files only (no schema registry)")
+    contracts.add_argument("--dir", type=Path, default=EVENTS_DIR,
+                           help="the contract files (default: the repository's schemas/events)")
+    contracts.set_defaults(run=cmd_contracts)
     _add_produce(commands)
     _add_query(commands)
     quality = commands.add_parser("quality", help="recorded quality-gate results, newest first")

@@ -122,6 +122,43 @@ class BrokerSettings(BaseModel):
         return ",".join(f"{self.host}:{self.client_port(i)}" for i in range(self.count))
 
 
+Compatibility = Literal["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
+                        "FULL", "FULL_TRANSITIVE", "NONE"]
+
+
+class RegistrySettings(BaseModel):
+    """The schema registry: any Confluent-compatible one, or the stack's own Apicurio."""
+
+    url: str = Field(
+        "", description="Confluent-compatible API base URL; unset: the local stack's registry")
+    username: str | None = Field(None, description="HTTP basic auth user, if it needs one")
+    password: SecretStr | None = Field(None, description="HTTP basic auth password; never logged")
+    compatibility: Compatibility = Field(
+        "BACKWARD", description="compatibility level set on every subject the contracts register")
+    host: str = Field(LOOPBACK, description="address the local registry binds to")
+    port: int = Field(8081, description="the local registry's API port")
+    management_port: int = Field(9081, description="the local registry's health/metrics port")
+    heap: str = Field("256m", description="JVM -Xmx of the local registry")
+    java_home: Path | None = Field(
+        None, description="a Java 21+ runtime for the local registry; unset: the newest "
+        "found under /usr/lib/jvm or JAVA_HOME")
+    journal_topic: TopicSettings = Field(
+        TopicSettings(name="lambdalake.registry-journal", partitions=1, retention_ms=-1),
+        description="the local registry's storage: a Kafka topic it replays at start")
+
+    @property
+    def local_url(self) -> str:
+        return f"http://{self.host}:{self.port}/apis/ccompat/v7"
+
+    def client_config(self) -> dict[str, str]:
+        """confluent-kafka ``SchemaRegistryClient`` configuration."""
+        config = {"url": self.url or self.local_url}
+        if self.username is not None:
+            password = self.password.get_secret_value() if self.password else ""
+            config["basic.auth.user.info"] = f"{self.username}:{password}"
+        return config
+
+
 class LakeSettings(BaseModel):
     """Where the Delta tables and streaming checkpoints live (a path or a URI)."""
 
@@ -400,6 +437,7 @@ class Settings(BaseSettings):
                           " unset: <state dir>/web-assets")
     kafka: KafkaSettings = KafkaSettings()
     broker: BrokerSettings = BrokerSettings()
+    registry: RegistrySettings = RegistrySettings()
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
     ingest: IngestSettings = IngestSettings()
@@ -475,7 +513,8 @@ class Settings(BaseSettings):
 def isolated_environment(name: str, slot: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and the default ports moved to ``2<slot>xxx`` (slot 1:
-    Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000, Spark Connect 21150);
+    Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000, Spark Connect 21150,
+    schema registry 21081);
     the jars and web assets that setup fetched are shared. The ports stay below Linux's
     ephemeral range (32768 and up), so an outgoing connection of a process beside the stack
     never holds one of them."""
@@ -491,6 +530,8 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
         "LAMBDALAKE_AIRFLOW__PORT": str(base + 80),
         "LAMBDALAKE_SERVING__PORT": str(base),
         "LAMBDALAKE_SPARK__CONNECT_PORT": str(base + 150),
+        "LAMBDALAKE_REGISTRY__PORT": str(base + 81),
+        "LAMBDALAKE_REGISTRY__MANAGEMENT_PORT": str(base + 82),
     }
 
 

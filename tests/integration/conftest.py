@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.operations.platform import Platform
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.kafka_broker import KafkaCluster
@@ -48,6 +49,17 @@ def kafka(settings: Settings) -> Iterator[KafkaCluster]:
     yield cluster
     if started_here:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(settings: Settings, kafka: KafkaCluster) -> Iterator[LocalSchemaRegistry]:
+    """The session's schema registry on the session's Kafka: reused if running, else started."""
+    registry = LocalSchemaRegistry(settings)
+    started_here = registry.process.pid() is None
+    registry.start()
+    yield registry
+    if started_here:
+        registry.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,13 +12,14 @@ import pytest
 import yaml
 from airflow.sdk import Connection
 
+from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.orchestration.spark_connect import connection_url
 from lambdalake.serving.service import APP_FACTORY
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
 from lambdalake.stack.airflow import EXECUTOR, Airflow
 
 SERVICES = {
-    "kafka", "postgres", "spark-master", "spark-worker", "spark-connect", "ingest", "speed",
+    "kafka", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker", "spark-connect", "ingest", "speed",
     "serving-api",
     "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
@@ -152,3 +153,28 @@ def test_the_query_api_serves_the_shared_lake_on_its_setting_port(
     assert f"127.0.0.1:{settings.serving.port}:{settings.serving.port}" in service["ports"]
     assert "lambdalake-state:/var/lib/lambdalake" in service["volumes"]  # the lake it reads
     assert str(settings.lake.root) == "/var/lib/lambdalake/lake"
+
+
+def test_the_schema_registry_is_configured_like_the_local_stack(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    registry_env = environment(compose, "schema-registry")
+    local_keys = {k for k in LocalSchemaRegistry(Settings(state_dir=tmp_path)).environment()
+                  if k.startswith(("APICURIO_", "QUARKUS_"))}
+    assert local_keys == set(registry_env), "compose and the local stack configure it differently"
+    for key, value in substituted(environment(compose, "ingest")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert registry_env["APICURIO_STORAGE_KIND"] == "kafkasql"
+    assert registry_env["APICURIO_KAFKASQL_BOOTSTRAP_SERVERS"] == settings.kafka.bootstrap_servers
+    assert registry_env["APICURIO_KAFKASQL_TOPIC"] == settings.registry.journal_topic.name
+    assert registry_env["APICURIO_RULES_GLOBAL_COMPATIBILITY"] == settings.registry.compatibility
+    port = registry_env["QUARKUS_HTTP_PORT"]
+    assert settings.registry.client_config()["url"] == (
+        f"http://schema-registry:{port}/apis/ccompat/v7")
+    assert compose["services"]["register-contracts"]["command"] == [
+        "lambdalake", "contracts", "register"]
+    for app in ("ingest", "speed"):  # nothing reads events before the contracts are there
+        assert compose["services"][app]["depends_on"]["register-contracts"] == {
+            "condition": "service_completed_successfully"}

@@ -104,6 +104,8 @@ def test_isolated_stacks_use_distinct_ports_below_the_ephemeral_range() -> None:
                 patch.setenv(key, value)
             settings = Settings(broker={"count": 3})
         ports = [settings.postgres.port, settings.airflow.port, settings.serving.port,
+                 settings.spark.connect_port, settings.registry.port,
+                 settings.registry.management_port,
                  *(port for i in range(3)
                    for port in (settings.broker.client_port(i), settings.broker.controller_port(i)))]
         assert max(ports) < ephemeral_start

@@ -7,7 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.service import IngestService
+from lambdalake.kafka.registry_server import LocalSchemaRegistry
+from lambdalake.kafka.schema_registry import register_contracts, registry_client
 from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
@@ -18,8 +21,8 @@ from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.service import StreamingService
 
-Component = (Postgres | KafkaCluster | SparkConnectServer | StreamingService | ServingService
-             | Airflow)
+Component = (Postgres | KafkaCluster | LocalSchemaRegistry | SparkConnectServer
+             | StreamingService | ServingService | Airflow)
 
 
 @dataclass(frozen=True)
@@ -34,13 +37,14 @@ class ProcessStatus:
 
 
 class Platform:
-    """PostgreSQL, Kafka, the Spark Connect server of batch tasks, the two streaming
-    applications, the query API and Airflow of the local stack."""
+    """PostgreSQL, Kafka, the schema registry, the Spark Connect server of batch tasks, the
+    two streaming applications, the query API and Airflow of the local stack."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.postgres = Postgres(settings)
         self.kafka = KafkaCluster(settings)
+        self.registry = LocalSchemaRegistry(settings)
         self.spark_connect = SparkConnectServer(settings)
         self.airflow = Airflow(settings)
         self.ingest = IngestService(settings)
@@ -55,6 +59,7 @@ class Platform:
         return [
             (self.postgres, [self.postgres.process]),
             (self.kafka, [node.process for node in self.kafka.nodes]),
+            (self.registry, [self.registry.process] if self.registry.runs_here else []),
             (self.spark_connect, [self.spark_connect.process]
              if self.settings.spark.runs_connect_server else []),
             (self.ingest, [self.ingest.process]),
@@ -68,6 +73,7 @@ class Platform:
         started = time.monotonic()
         for label, component in (
             ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
+            ("schema registry", self.registry),
             ("Spark Connect server (batch tasks)", self.spark_connect),
             ("ingest stream (Kafka -> bronze)", self.ingest),
             ("speed layer (Kafka -> real-time views)", self.speed),
@@ -76,7 +82,17 @@ class Platform:
             echo(f"starting {label} ...")
             component.start()
             echo(f"  {label} healthy after {time.monotonic() - started:.1f}s")
+            if component is self.registry:
+                self.register_contracts(echo)
         return time.monotonic() - started
+
+    def register_contracts(self, echo: Callable[[str], None]) -> None:
+        """The repository's contracts into the registry (idempotent), before any producer."""
+        registered = register_contracts(
+            registry_client(self.settings.registry), ContractRegistry(),
+            self.settings.kafka.events_topic.name, self.settings.registry.compatibility)
+        echo(f"  {len(registered)} contract versions registered "
+             f"({self.settings.registry.compatibility})")
 
     def down(self) -> list[str]:
         """Stop what ``up`` started (by PID), newest first; return what was running."""

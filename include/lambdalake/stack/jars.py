@@ -50,6 +50,17 @@ def drop_jars_pyspark_ships(directory: Path) -> list[str]:
     return dropped
 
 
+def extract_distributions(directory: Path) -> None:
+    """Unpack each ``*.tar.gz`` Maven copied into ``directory`` beside it, named after it
+    without the extension, and drop the archive. The system ``tar`` keeps the long names."""
+    for archive in sorted(directory.glob("*.tar.gz")):
+        target = directory / archive.name.removesuffix(".tar.gz")
+        target.mkdir()
+        run_checked(["tar", "-xzf", str(archive), "-C", str(target)],
+                    directory / "extract.log")
+        archive.unlink()
+
+
 def resolve_jars(settings: Settings, force: bool = False) -> Path:
     """Make ``settings.jars_dir`` hold exactly what the manifest names; return it."""
     jars_dir = settings.jars_dir
@@ -65,6 +76,7 @@ def resolve_jars(settings: Settings, force: bool = False) -> Path:
         settings.state_dir / "logs" / "setup-jars.log",
     )
     drop_jars_pyspark_ships(staging / "spark-connectors")
+    extract_distributions(staging / "schema-registry")
     (staging / ".manifest-digest").write_text(manifest_digest())
     shutil.rmtree(jars_dir, ignore_errors=True)
     staging.rename(jars_dir)

@@ -1,9 +1,15 @@
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from lambdalake.settings import Settings
-from lambdalake.stack.jars import artifact_name, drop_jars_pyspark_ships, spark_jars
+from lambdalake.stack.jars import (
+    artifact_name,
+    drop_jars_pyspark_ships,
+    extract_distributions,
+    spark_jars,
+)
 
 
 @pytest.mark.parametrize(
@@ -30,3 +36,14 @@ def test_jars_pyspark_ships_are_dropped(tmp_path: Path) -> None:
 def test_missing_jars_say_how_to_get_them(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="make setup"):
         spark_jars(Settings(state_dir=tmp_path))
+
+
+def test_distributions_are_extracted_beside_their_archive(tmp_path: Path) -> None:
+    payload = tmp_path / "payload"
+    (payload / "lib" / ("a-very-long-directory-name-" * 4)).mkdir(parents=True)
+    (payload / "quarkus-run.jar").write_text("jar")
+    with tarfile.open(tmp_path / "app-1.0-all.tar.gz", "w:gz") as archive:
+        archive.add(payload, arcname=".")
+    extract_distributions(tmp_path)
+    assert (tmp_path / "app-1.0-all" / "quarkus-run.jar").read_text() == "jar"
+    assert not (tmp_path / "app-1.0-all.tar.gz").exists()

@@ -1,0 +1,214 @@
+"""The event contracts in a schema registry, and Avro in the Confluent wire format.
+
+The JSON Schema files stay the source of truth; each contract version is translated into
+an Avro record schema (same field names and order, the same types the Spark side reads:
+strings, longs, doubles, exact decimals) and registered in any Confluent-compatible
+registry. Several event types share the events topic, so each has its own subject under
+the topic (the ``TopicRecordNameStrategy``): ``<topic>-lambdalake.events.<event_type>``,
+whose versions are the contract's versions in order, under the compatibility level set on
+the subject. A contract change the registry refuses is reported with the registry's reason.
+
+A record on the wire is the magic byte 0, the writer schema's id (4 bytes, big-endian) and
+the Avro body. A reader resolves the writer schema by that id and reads it as the newest
+contract it knows, so a producer of a newer compatible version and an older reader work
+together without a restart.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+import fastavro
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+try:  # the HTTP client confluent-kafka's registry client uses: httpx2 where installed
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - depends on the installed extras
+    import httpx as _http  # type: ignore[no-redef]
+
+from lambdalake.contracts import ContractError, ContractRegistry, EventContract, FieldRule
+from lambdalake.settings import RegistrySettings
+
+NAMESPACE = "lambdalake.events"
+MAGIC_BYTE = 0
+_HEADER = struct.Struct(">bI")
+_DECIMAL = re.compile(r"^DECIMAL\((?P<precision>\d+),(?P<scale>\d+)\)$")
+_AVRO_TYPES = {"STRING": "string", "BIGINT": "long", "DOUBLE": "double", "BOOLEAN": "boolean"}
+UNREACHABLE = _http.TransportError
+"""What the registry client raises when nothing answers at the registry's URL."""
+SUBJECT_NOT_FOUND = 40401
+SCHEMA_NOT_FOUND = 40403
+
+
+def avro_type(rule: FieldRule) -> str | dict[str, Any]:
+    """The Avro type of a contract field: the Spark type it is read as, in Avro's terms."""
+    decimal = _DECIMAL.match(rule.spark_type)
+    if decimal:
+        return {"type": "bytes", "logicalType": "decimal",
+                "precision": int(decimal["precision"]), "scale": int(decimal["scale"])}
+    return _AVRO_TYPES[rule.spark_type]
+
+
+def avro_schema(contract: EventContract) -> dict[str, Any]:
+    """The Avro record schema of one contract version; optional fields default to null."""
+    fields = []
+    for rule in contract.fields.values():
+        field: dict[str, Any] = {"name": rule.name, "doc": rule.description}
+        if rule.required:
+            field["type"] = avro_type(rule)
+        else:
+            field.update(type=["null", avro_type(rule)], default=None)
+        fields.append(field)
+    return {"type": "record", "name": contract.event_type, "namespace": NAMESPACE,
+            "doc": str(contract.document.get("description", "")), "fields": fields}
+
+
+def subject(topic: str, event_type: str) -> str:
+    """The registry subject of an event type's schemas on ``topic``."""
+    return f"{topic}-{NAMESPACE}.{event_type}"
+
+
+def _registry_schema(contract: EventContract) -> Schema:
+    return Schema(json.dumps(avro_schema(contract)), "AVRO")
+
+
+def registry_client(settings: RegistrySettings) -> SchemaRegistryClient:
+    return SchemaRegistryClient(settings.client_config())
+
+
+@dataclass(frozen=True)
+class RegisteredContract:
+    subject: str
+    version: int
+    schema_id: int
+
+
+def _versions(contracts: ContractRegistry, event_type: str) -> list[EventContract]:
+    return [contracts.contracts[key] for key in sorted(contracts.contracts)
+            if key[0] == event_type]
+
+
+def register_contracts(client: SchemaRegistryClient, contracts: ContractRegistry, topic: str,
+                       compatibility: str) -> list[RegisteredContract]:
+    """Register every contract version under its subject, oldest first, with the subject's
+    compatibility level set; idempotent (a schema the subject holds keeps its id). A version
+    the registry refuses raises ``ContractError`` with the registry's reason."""
+    registered = []
+    for event_type in contracts.event_types:
+        name = subject(topic, event_type)
+        client.set_compatibility(name, compatibility)
+        for contract in _versions(contracts, event_type):
+            try:
+                schema_id = client.register_schema(name, _registry_schema(contract))
+            except SchemaRegistryError as error:
+                raise ContractError(
+                    f"{event_type} v{contract.version}: the schema registry refused it "
+                    f"({compatibility}, HTTP {error.http_status_code}): {error.error_message}"
+                ) from error
+            registered.append(RegisteredContract(name, contract.version, schema_id))
+    return registered
+
+
+def registry_problems(client: SchemaRegistryClient, contracts: ContractRegistry,
+                      topic: str) -> list[str]:
+    """Contract versions the registry does not hold yet and would refuse under the subject's
+    compatibility level (what ``register_contracts`` would fail on), without registering."""
+    problems = []
+    for event_type in contracts.event_types:
+        name = subject(topic, event_type)
+        for contract in _versions(contracts, event_type):
+            schema = _registry_schema(contract)
+            try:
+                client.lookup_schema(name, schema)
+                continue  # registered already
+            except SchemaRegistryError as error:
+                if error.error_code == SUBJECT_NOT_FOUND:
+                    break  # a new subject: whatever it gets first is compatible
+                if error.error_code != SCHEMA_NOT_FOUND:
+                    raise
+            if not client.test_compatibility(name, schema):
+                level = client.get_compatibility(name)
+                problems.append(f"{event_type} v{contract.version}: the schema registry would "
+                                f"refuse it: not {level}-compatible with {name}'s latest version")
+    return problems
+
+
+class AvroEventCodec:
+    """Events to Confluent-framed Avro and back, with schemas from the registry.
+
+    Writing, an event is encoded with the registered schema of its own contract version
+    (looked up once; setup registers them). Reading, the writer schema comes by its id and
+    the record is read as the newest contract of its event type this process knows.
+    """
+
+    def __init__(self, client: SchemaRegistryClient, contracts: ContractRegistry,
+                 topic: str) -> None:
+        self.client = client
+        self.contracts = contracts
+        self.topic = topic
+        self._writers: dict[tuple[str, int], tuple[int, Any, frozenset[str]]] = {}
+        self._readers: dict[int, tuple[Any, Any]] = {}
+
+    def _writer(self, event_type: str, version: int) -> tuple[int, Any, frozenset[str]]:
+        key = (event_type, version)
+        if key not in self._writers:
+            contract = self.contracts.contracts.get(key)
+            if contract is None:
+                raise ContractError(f"no contract for {event_type} v{version}")
+            try:
+                registered = self.client.lookup_schema(subject(self.topic, event_type),
+                                                       _registry_schema(contract))
+            except SchemaRegistryError as error:
+                raise ContractError(
+                    f"{event_type} v{version} is not registered ({error.error_message}): run "
+                    "`lambdalake contracts register`") from error
+            assert registered.schema_id is not None
+            decimals = frozenset(name for name, rule in contract.fields.items()
+                                 if _DECIMAL.match(rule.spark_type))
+            self._writers[key] = (registered.schema_id,
+                                  _parsed(json.dumps(avro_schema(contract))), decimals)
+        return self._writers[key]
+
+    def encode(self, event: Mapping[str, Any]) -> bytes:
+        """The wire form of a valid event (check it against its contract first)."""
+        schema_id, schema, decimals = self._writer(str(event["event_type"]),
+                                                   int(event["schema_version"]))
+        record = {name: Decimal(str(value)) if name in decimals and isinstance(value, float)
+                  else value for name, value in event.items()}  # Avro decimals take Decimal
+        body = io.BytesIO()
+        body.write(_HEADER.pack(MAGIC_BYTE, schema_id))
+        fastavro.schemaless_writer(body, schema, record)
+        return body.getvalue()
+
+    def decode(self, value: bytes) -> dict[str, Any]:
+        """An event from its wire form, read as the newest contract of its type known here."""
+        if len(value) < _HEADER.size or value[0] != MAGIC_BYTE:
+            raise ContractError("not Confluent-framed Avro (no magic byte 0 and schema id)")
+        _, schema_id = _HEADER.unpack_from(value)
+        if schema_id not in self._readers:
+            writer_text = self.client.get_schema(schema_id).schema_str
+            assert writer_text is not None
+            writer = _parsed(writer_text)
+            event_type = json.loads(writer_text)["name"]
+            reader = (_parsed(json.dumps(avro_schema(self.contracts.latest(event_type))))
+                      if event_type in self.contracts.event_types else writer)
+            self._readers[schema_id] = (writer, reader)
+        writer, reader = self._readers[schema_id]
+        decoded = fastavro.schemaless_reader(io.BytesIO(value[_HEADER.size:]), writer, reader)
+        assert isinstance(decoded, dict)
+        return decoded
+
+
+@cache
+def _parsed(schema_text: str) -> Any:
+    return fastavro.parse_schema(json.loads(schema_text))
+

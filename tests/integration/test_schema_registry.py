@@ -1,0 +1,109 @@
+"""The contracts in the stack's real schema registry (Apicurio, Confluent-compatible API):
+registered idempotently, evolution refused with the registry's reason, schemas kept across
+a restart, and Avro events written by one contract version read by another."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lambdalake.cli import main
+from lambdalake.contracts import EVENTS_DIR, ContractError, ContractRegistry
+from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.kafka.registry_server import LocalSchemaRegistry
+from lambdalake.kafka.schema_registry import (
+    AvroEventCodec,
+    register_contracts,
+    registry_client,
+    subject,
+)
+from lambdalake.settings import Settings
+
+pytestmark = pytest.mark.usefixtures("schema_registry")
+
+
+def contracts_with_page_view_v2(directory: Path, referrer_required: bool) -> ContractRegistry:
+    """The repository's contracts plus a page_view v2 that adds ``referrer``."""
+    shutil.copytree(EVENTS_DIR, directory)
+    document = json.loads((directory / "page_view.v1.json").read_text())
+    document["$id"] = "page_view.v2.json"
+    document["properties"]["schema_version"] = {"const": 2}
+    document["properties"]["referrer"] = {"type": "string", "maxLength": 256,
+                                          "description": "The page the user came from."}
+    if referrer_required:
+        document["required"] = [*document.get("required", []), "referrer"]
+    (directory / "page_view.v2.json").write_text(json.dumps(document))
+    return ContractRegistry(directory)
+
+
+def a_page_view() -> dict[str, object]:
+    records = TrafficGenerator(TrafficProfile(count=100, malformed_fraction=0)).records()
+    event = next(r.event for r in records if r.event and r.event["event_type"] == "page_view")
+    return dict(event)
+
+
+def test_setup_registers_the_contracts_once_and_the_cli_checks_against_the_registry(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["contracts", "register"]) == 0
+    first = capsys.readouterr().out
+    assert main(["contracts", "register"]) == 0
+    assert capsys.readouterr().out == first  # same subjects, versions and schema ids
+    for event_type in ContractRegistry().event_types:
+        name = subject(settings.kafka.events_topic.name, event_type)
+        assert f"registered {name} v1 (schema id " in first
+        assert registry_client(settings.registry).get_compatibility(name) == "BACKWARD"
+    assert main(["contracts"]) == 0
+    assert f"locally and in {settings.registry.local_url}" in capsys.readouterr().out
+
+
+def test_an_incompatible_change_is_refused_by_the_registry_and_by_the_cli(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["contracts", "register"]) == 0
+    incompatible = contracts_with_page_view_v2(tmp_path / "events", referrer_required=True)
+    capsys.readouterr()
+    assert main(["contracts", "register", "--dir", str(incompatible.directory)]) == 1
+    refused = capsys.readouterr().err
+    assert "new required field 'referrer'" in refused  # the local check
+    assert "page_view v2: the schema registry would refuse it: not BACKWARD-compatible" in refused
+    with pytest.raises(ContractError, match=r"refused it \(BACKWARD, HTTP 409\).*referrer"):
+        register_contracts(registry_client(settings.registry), incompatible,
+                           settings.kafka.events_topic.name, "BACKWARD")
+    latest = registry_client(settings.registry).get_latest_version(
+        subject(settings.kafka.events_topic.name, "page_view"))
+    assert latest.version == 1  # nothing reached the subject
+
+
+def test_a_v2_writer_and_a_v1_reader_agree_through_the_registry_and_its_restart(
+    settings: Settings, schema_registry: LocalSchemaRegistry, tmp_path: Path
+) -> None:
+    topic = f"avro-{uuid.uuid4().hex[:8]}"  # subjects of its own
+    client = registry_client(settings.registry)
+    v2_contracts = contracts_with_page_view_v2(tmp_path / "events", referrer_required=False)
+    registered = register_contracts(client, v2_contracts, topic, "BACKWARD")
+    assert [(r.version, r.subject) for r in registered if "page_view" in r.subject] == [
+        (1, subject(topic, "page_view")), (2, subject(topic, "page_view"))]
+
+    v1_event = a_page_view()
+    v2_event = {**a_page_view(), "schema_version": 2, "referrer": "https://example.org/"}
+    writer = AvroEventCodec(client, v2_contracts, topic)
+    v1_wire, v2_wire = writer.encode(v1_event), writer.encode(v2_event)
+    assert v1_wire[0] == 0 and v1_wire[1:5] != v2_wire[1:5]  # magic byte, two schema ids
+
+    schema_registry.stop()  # the schemas live in the Kafka journal, replayed at start
+    schema_registry.start()
+    assert register_contracts(registry_client(settings.registry), v2_contracts, topic,
+                              "BACKWARD") == registered
+
+    old_reader = AvroEventCodec(registry_client(settings.registry), ContractRegistry(), topic)
+    read = old_reader.decode(v2_wire)
+    assert read == {k: v for k, v in v2_event.items() if k != "referrer"}  # v1's fields
+    new_reader = AvroEventCodec(registry_client(settings.registry), v2_contracts, topic)
+    assert new_reader.decode(v1_wire) == {**v1_event, "referrer": None}
+    with pytest.raises(ContractError, match="magic byte"):
+        new_reader.decode(json.dumps(v1_event).encode())
