@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.validation import classify
+from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.lake.bronze import write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.streaming import progress
@@ -64,14 +65,15 @@ def kafka_stream(
 
 def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     contracts = ContractRegistry()
+    schemas = TopicSchemas(settings.registry, contracts, settings.kafka.events_topic.name)
     checkpoint = settings.checkpoint_path(QUERY_NAME)
     app_ids: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the session that started the query (a batch's own is a clone)
             app_ids.append(f"lambdalake-ingest-{active_query_id(spark, QUERY_NAME)}")
-        write_micro_batch(classify(batch, contracts, settings.ingest), settings, contracts,
-                          app_ids[0], batch_id)
+        classified = classify(batch, contracts, settings.ingest, schemas.current())
+        write_micro_batch(classified, settings, contracts, app_ids[0], batch_id)
 
     return (
         kafka_stream(spark, settings).writeStream.queryName(QUERY_NAME)

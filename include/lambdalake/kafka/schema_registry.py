@@ -81,8 +81,13 @@ def _registry_schema(contract: EventContract) -> Schema:
     return Schema(json.dumps(avro_schema(contract)), "AVRO")
 
 
-def registry_client(settings: RegistrySettings) -> SchemaRegistryClient:
-    return SchemaRegistryClient(settings.client_config())
+def registry_client(settings: RegistrySettings, retries: bool = True) -> SchemaRegistryClient:
+    """A client of the registry; ``retries=False``: a registry that does not answer is
+    reported at once (the client otherwise retries for seconds)."""
+    config: dict[str, str | int] = {**settings.client_config()}
+    if not retries:
+        config["max.retries"] = 0
+    return SchemaRegistryClient(config)
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,57 @@ def registry_problems(client: SchemaRegistryClient, contracts: ContractRegistry,
                 problems.append(f"{event_type} v{contract.version}: the schema registry would "
                                 f"refuse it: not {level}-compatible with {name}'s latest version")
     return problems
+
+
+@dataclass(frozen=True)
+class AvroSchemas:
+    """What a reader of the events topic can decode: by writer schema id, the writer's
+    schema and the reader schema it is read as (both Avro JSON)."""
+
+    by_id: Mapping[int, tuple[str, str]]
+    complete: bool
+    """False when the registry did not answer: an id missing here may still exist."""
+
+
+class TopicSchemas:
+    """The schemas registered under the events topic's subjects, as a reader needs them.
+
+    ``current`` asks the registry for the topic's subjects and their versions (a few small
+    requests; a version once fetched is immutable and kept), so a version registered
+    before a record was produced is known when that record is read, without a restart.
+    """
+
+    def __init__(self, settings: RegistrySettings, contracts: ContractRegistry,
+                 topic: str) -> None:
+        self.client = registry_client(settings, retries=False)  # asked every micro-batch
+        self.contracts = contracts
+        self.prefix = subject(topic, "")
+        self._versions: dict[tuple[str, int], tuple[int, str, str]] = {}
+
+    def current(self) -> AvroSchemas:
+        try:
+            for name in self.client.get_subjects():
+                if not name.startswith(self.prefix):
+                    continue
+                for version in self.client.get_versions(name):
+                    if (name, version) not in self._versions:
+                        self._versions[(name, version)] = self._fetch(name, version)
+        except UNREACHABLE:
+            return AvroSchemas(self._by_id(), complete=False)
+        return AvroSchemas(self._by_id(), complete=True)
+
+    def _fetch(self, name: str, version: int) -> tuple[int, str, str]:
+        registered = self.client.get_version(name, version)
+        writer = registered.schema.schema_str if registered.schema else None
+        assert registered.schema_id is not None and writer is not None
+        event_type = json.loads(writer)["name"]
+        reader = (json.dumps(avro_schema(self.contracts.latest(event_type)))
+                  if event_type in self.contracts.event_types else writer)
+        return registered.schema_id, writer, reader
+
+    def _by_id(self) -> dict[int, tuple[str, str]]:
+        return {schema_id: (writer, reader)
+                for schema_id, writer, reader in self._versions.values()}
 
 
 class AvroEventCodec:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import kafka_stream
 from lambdalake.ingest.validation import classify, valid_only
+from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.partials import partials_of
@@ -67,10 +68,12 @@ def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
     return events.where(F.col("event_type").isin(types)).select(*columns)
 
 
-def valid_events(spark: SparkSession, settings: Settings, contracts: ContractRegistry) -> DataFrame:
-    """The records ingest would put in bronze, typed (the others: skipped, never fatal)."""
-    records = kafka_stream(spark, settings, settings.speed.max_offsets_per_trigger)
-    return valid_only(classify(records, contracts, settings.ingest))
+def valid_events(records: DataFrame, settings: Settings, contracts: ContractRegistry,
+                 schemas: TopicSchemas) -> DataFrame:
+    """The records of a micro-batch ingest would put in bronze, typed (the others: skipped,
+    never fatal); classified per micro-batch, so Avro of a schema version registered
+    since the query started is read too."""
+    return valid_only(classify(records, contracts, settings.ingest, schemas.current()))
 
 
 def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEvents,
@@ -90,14 +93,16 @@ def start_query(
 ) -> StreamingQuery:
     app_ids: list[str] = []
     tables = [RealtimeTable(settings, view) for view in views]
+    schemas = TopicSchemas(settings.registry, contracts, settings.kafka.events_topic.name)
 
-    def write(events: DataFrame, batch_id: int) -> None:
+    def write(records: DataFrame, batch_id: int) -> None:
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
+        events = view_events(valid_events(records, settings, contracts, schemas), views)
         write_partials(events, tables, seen, app_ids[0], batch_id)
 
     return (
-        view_events(valid_events(spark, settings, contracts), views)
+        kafka_stream(spark, settings, settings.speed.max_offsets_per_trigger)
         .writeStream.queryName(name)
         .foreachBatch(write)
         .option("checkpointLocation", settings.checkpoint_path(name))

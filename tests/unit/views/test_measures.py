@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from datasketches import kll_doubles_sketch
 
 from lambdalake.quality.suites import view_suite
 from lambdalake.serving.api import describe_view
@@ -84,7 +85,10 @@ def test_percentile_partials_combine_to_an_answer_within_the_rank_error(
     error = product_sales.quantile_rank_error
     assert 0.005 < error < 0.02
     for name, percentile in (("median_order", 0.5), ("p95_order", 0.95)):
-        assert row[name] != float(percentile_disc(amounts, percentile))  # estimated, not exact
+        # estimated, not exact: the sketch kept a fraction of the values (it may still hit
+        # the exact percentile; comparing with it made this test fail now and then)
+        sketch = kll_doubles_sketch.deserialize(merged.column(name)[0].as_py())
+        assert sketch.is_estimation_mode() and sketch.num_retained < len(amounts) / 20
         assert rank_admits(amounts, row[name], percentile, error), (name, row[name])
     assert row["orders"] == 50_000
 
