@@ -237,9 +237,10 @@ def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+    from lambdalake.generator import TrafficProfile, produce_traffic
     from lambdalake.kafka.producer import EventProducer, stop_on_signals
     from lambdalake.kafka.topics import ensure_topic
+    from lambdalake.operations.traffic import traffic_generator
 
     profile = TrafficProfile(
         count=args.count, rate=args.rate, users=args.users, pages=args.pages,
@@ -251,7 +252,7 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     ensure_topic(settings.kafka, topic)
     producer = EventProducer(settings.kafka, topic.name)
     with stop_on_signals() as stop:
-        manifest = produce_traffic(TrafficGenerator(profile), producer,
+        manifest = produce_traffic(traffic_generator(settings, profile), producer,
                                    progress=args.count >= 50_000 and sys.stderr.isatty(),
                                    stop_requested=stop)
     path = Path(args.manifest) if args.manifest else (

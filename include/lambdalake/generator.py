@@ -6,6 +6,11 @@ their place in the stream), **duplicates** (a valid event sent again, same ``eve
 and **malformed** records of every kind in ``MALFORMED_KINDS``. It writes a manifest with
 the count of each kind and the ids of the valid events, so that whatever consumes the
 topic can be reconciled record for record.
+
+Events travel as JSON, or (``wire_format="avro"``) as Avro in the Confluent wire format
+through an encoder the caller brings (the registry's); Avro traffic has the malformed kinds
+Avro can carry (``AVRO_MALFORMED_KINDS``): a JSON-only fault such as a wrong type cannot be
+written with a schema.
 """
 
 from __future__ import annotations
@@ -13,15 +18,16 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import struct
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lambdalake.contracts import encode_event
 
@@ -36,6 +42,16 @@ MALFORMED_KINDS = (
     "timestamp_out_of_range",
     "constraint_violation",
 )
+AVRO_MALFORMED_KINDS = (
+    "unknown_schema_id",
+    "invalid_avro",
+    "empty_value",
+    "oversized",
+    "timestamp_out_of_range",
+    "constraint_violation",
+)
+UNREGISTERED_SCHEMA_ID = 2**31 - 1
+Encoder = Callable[[Mapping[str, Any]], bytes]
 EVENT_MIX = (("page_view", 0.70), ("add_to_cart", 0.20), ("purchase", 0.10))
 COUNTRIES = ("DE", "FR", "GB", "US", "NL", "ES", "IT", "PL")
 DEVICES = ("desktop", "mobile", "tablet")
@@ -61,6 +77,7 @@ class TrafficProfile:
     start_time: datetime | None = None  # event-time base; default: now
     # event-time seconds advance per record = 1/this; 0 = rate or 1000/s
     event_time_rate: float = 0.0
+    wire_format: Literal["json", "avro"] = "json"
 
     def __post_init__(self) -> None:
         for name in ("late_fraction", "duplicate_fraction", "malformed_fraction"):
@@ -76,7 +93,7 @@ class TrafficProfile:
 class Record:
     """One Kafka record to produce, and what it is."""
 
-    kind: str  # "valid", "duplicate" or one of MALFORMED_KINDS
+    kind: str  # "valid", "duplicate" or one of (AVRO_)MALFORMED_KINDS
     key: bytes | None
     value: bytes | None
     event: dict[str, Any] | None = None  # the event, for valid records and duplicates
@@ -100,7 +117,8 @@ class Manifest:
 
     @property
     def malformed(self) -> int:
-        return sum(n for kind, n in self.counts.items() if kind in MALFORMED_KINDS)
+        return sum(n for kind, n in self.counts.items()
+                   if kind in MALFORMED_KINDS or kind in AVRO_MALFORMED_KINDS)
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,8 +143,12 @@ class Manifest:
 class TrafficGenerator:
     """Yields the records of one profile, deterministically."""
 
-    def __init__(self, profile: TrafficProfile) -> None:
+    def __init__(self, profile: TrafficProfile, avro: Encoder | None = None) -> None:
+        if (profile.wire_format == "avro") != (avro is not None):
+            raise ValueError("an Avro encoder goes with wire_format='avro', and only with it")
         self.profile = profile
+        self.encode: Encoder = avro or encode_event
+        self.malformed_kinds = AVRO_MALFORMED_KINDS if avro else MALFORMED_KINDS
         self.rng = random.Random(profile.seed)
         self.start = profile.start_time or datetime.now(UTC).replace(microsecond=0)
         step_rate = profile.event_time_rate or profile.rate or 1000.0
@@ -143,14 +165,14 @@ class TrafficGenerator:
         for index in range(profile.count):
             roll = rng.random()
             if roll < profile.malformed_fraction:
-                yield self._malformed(rng.choice(MALFORMED_KINDS), index)
+                yield self._malformed(rng.choice(self.malformed_kinds), index)
             elif roll < profile.malformed_fraction + profile.duplicate_fraction and self.recent:
                 event = rng.choice(self.recent)
-                yield Record("duplicate", event["user_id"].encode(), encode_event(event), event)
+                yield Record("duplicate", event["user_id"].encode(), self.encode(event), event)
             else:
                 event = self._event(index)
                 self.recent.append(event)
-                yield Record("valid", event["user_id"].encode(), encode_event(event), event)
+                yield Record("valid", event["user_id"].encode(), self.encode(event), event)
 
     def _event(self, index: int) -> dict[str, Any]:
         profile, rng = self.profile, self.rng
@@ -185,6 +207,12 @@ class TrafficGenerator:
     def _malformed(self, kind: str, index: int) -> Record:
         event = self._event(index)
         key = event["user_id"].encode()
+        if kind == "unknown_schema_id":
+            body = self.encode(event)[5:]
+            return Record(kind, key, b"\x00" + struct.pack(">I", UNREGISTERED_SCHEMA_ID) + body)
+        if kind == "invalid_avro":  # cut in the middle of its fields
+            framed = self.encode(event)
+            return Record(kind, key, framed[:5 + (len(framed) - 5) // 2])
         if kind == "invalid_json":
             return Record(kind, key, encode_event(event)[:-7] + b',"oops')
         if kind == "wrong_type":
@@ -195,8 +223,9 @@ class TrafficGenerator:
             del event[self.rng.choice(["event_id", "user_id", "occurred_at", "country"])]
         elif kind == "unknown_event_type":
             event["event_type"] = "refund"
-        elif kind == "oversized":
-            event["padding"] = "x" * self.profile.oversized_bytes
+        elif kind == "oversized":  # Avro writes only the schema's fields
+            event["session_id" if self.profile.wire_format == "avro" else "padding"] = (
+                "x" * self.profile.oversized_bytes)
         elif kind == "invalid_utf8":
             return Record(kind, key, encode_event(event).replace(b'"device"', b'"dev\xff\xfe"'))
         elif kind == "empty_value":
@@ -207,7 +236,7 @@ class TrafficGenerator:
             )
         elif kind == "constraint_violation":
             event["device"] = "smart-fridge"
-        return Record(kind, key, encode_event(event))
+        return Record(kind, key, self.encode(event))
 
 
 def produce_traffic(

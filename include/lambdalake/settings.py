@@ -55,6 +55,9 @@ class KafkaSettings(BaseModel):
     sasl_password: SecretStr | None = Field(None, description="never logged")
     ssl_ca_location: Path | None = Field(None, description="PEM file trusted for SSL/SASL_SSL")
     events_topic: TopicSettings = TopicSettings(name="lambdalake.events")
+    events_format: Literal["json", "avro"] = Field(
+        "json", description="what the platform's producers write: JSON, or Avro in the "
+        "Confluent wire format with the registry's schemas (readers take both)")
     smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
 
     def client_config(self) -> dict[str, str | int | float | bool]:

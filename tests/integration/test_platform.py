@@ -7,12 +7,15 @@ broker the rest of the session shares.
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,8 +24,14 @@ import httpx
 import pandas as pd
 import psutil
 import pytest
+from deltalake import DeltaTable
 
+from lambdalake.contracts import EVENTS_DIR, ContractRegistry
 from lambdalake.generator import Manifest
+from lambdalake.ingest.service import wait_caught_up
+from lambdalake.kafka.producer import EventProducer
+from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
+from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
@@ -157,11 +166,13 @@ def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
     assert httpx.get(f"{base}/views/nope/rows", timeout=10).status_code == 404
 
 
-def run_demo(platform: Platform, traffic: int, seed: int) -> str:
-    """``lambdalake demo`` as the README runs it (after `make up`); its output."""
+def run_demo(platform: Platform, traffic: int, seed: int, events_format: str) -> str:
+    """``lambdalake demo`` as the README runs it (after `make up`), its producers writing
+    ``events_format``; its output."""
     result = subprocess.run(
         [str(Path(sys.executable).parent / "lambdalake"), "demo", "--traffic", str(traffic),
          "--seed", str(seed)], capture_output=True, text=True, timeout=1800,
+        env={**os.environ, "LAMBDALAKE_KAFKA__EVENTS_FORMAT": events_format},
     )
     output = result.stdout + result.stderr
     print(output)
@@ -169,6 +180,7 @@ def run_demo(platform: Platform, traffic: int, seed: int) -> str:
     base = platform.settings.serving.base_url
     assert output.count(f"curl '{base}/views/") == 2
     assert "from batch (before" in output and "data quality:" in output
+    assert f"{traffic} {events_format.upper()} records" in output
     return output
 
 
@@ -193,13 +205,15 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
     answer for every view, over a range spanning the high-water mark, equals the views
     computed with pandas from the generator's manifest: batch rows over every event,
     real-time rows over every event but those the speed layer reports as dropped by its
-    watermark. A second run adds its traffic, breaks nothing and counts nothing twice."""
+    watermark. A second run adds its traffic, as Avro through the schema registry (a
+    producer migrating: readers take both), breaks nothing and counts nothing twice."""
     settings, views = platform.settings, load_views()
     events: list[pd.DataFrame] = []
     kept: dict[str, list[pd.DataFrame]] = {name: [] for name in views}  # by the speed layer
-    for number, (traffic, seed) in enumerate([(20_000, 2026), (3_000, 2027)], start=1):
+    runs = [(20_000, 2026, "json"), (3_000, 2027, "avro")]
+    for number, (traffic, seed, events_format) in enumerate(runs, start=1):
         before = speed_views(settings)
-        run_demo(platform, traffic, seed)
+        run_demo(platform, traffic, seed, events_format)
         after = speed_views(settings)
         manifest = Manifest.read(settings.state_dir / "manifests" / f"demo-seed{seed}.json")
         run_events = manifest_events(manifest)
@@ -227,6 +241,60 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
                   f"{batch_rows} from batch before {mark:%H:%M}, the rest real-time "
                   f"({late_read} of the run's events too late for the speed layer, "
                   f"{dropped} rows reported dropped)")
+
+
+def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """A producer registers page_view v2 (a new optional field) while ingest and the speed
+    layer run, and sends v2 Avro: both read it as v1, the newest contract they know, without
+    a restart: every event lands in bronze as valid and counts in the real-time view."""
+    settings = platform.settings
+    running = {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)}
+    v2 = page_view_v2(tmp_path / "events")
+    client = registry_client(settings.registry)
+    topic = settings.kafka.events_topic.name
+    register_contracts(client, v2, topic, settings.registry.compatibility)
+    now = datetime.now(UTC)
+    sent = [{"event_id": f"v2-{i:03d}", "event_type": "page_view", "user_id": f"u-{i % 7}",
+             "session_id": f"s-{i % 11}", "schema_version": 2, "country": "DE",
+             "device": "mobile", "page": "/v2-arrivals", "referrer": "https://example.org",
+             "occurred_at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+            for i in range(40)]
+    codec = AvroEventCodec(client, v2, topic)
+    producer = EventProducer(settings.kafka, topic)
+    for event in sent:
+        v2.validate(event)
+        producer.send(event["user_id"], codec.encode(event))
+    assert producer.flush() == 0 and producer.counts.acknowledged == len(sent)
+    wait_caught_up(settings, timeout=300)
+    bronze = DeltaTable(settings.table_path(BRONZE_TABLE)).to_pyarrow_table(
+        columns=["event_id", "schema_version", "page"], filters=[("page", "=", "/v2-arrivals")])
+    assert sorted(bronze.column("event_id").to_pylist()) == [e["event_id"] for e in sent]
+    assert set(bronze.column("schema_version").to_pylist()) == {2}
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    deadline = time.monotonic() + 180
+    while True:
+        rows = httpx.get(f"{settings.serving.base_url}/views/page_traffic/rows", timeout=30,
+                         params={"from": hour.isoformat(), "to": (hour + timedelta(hours=1)
+                                 ).isoformat(), "where": "page=/v2-arrivals"}).json()["rows"]
+        if sum(row["views"] for row in rows) >= len(sent) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert [(row["source"], row["views"]) for row in rows] == [("realtime", len(sent))]
+    assert {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)
+            } == running
+
+
+def page_view_v2(directory: Path) -> ContractRegistry:
+    """The repository's contracts and a page_view v2 that adds an optional ``referrer``."""
+    shutil.copytree(EVENTS_DIR, directory)
+    document = json.loads((directory / "page_view.v1.json").read_text())
+    document["$id"] = "page_view.v2.json"
+    document["properties"]["schema_version"] = {"const": 2}
+    document["properties"]["referrer"] = {"type": "string", "description": "from where"}
+    (directory / "page_view.v2.json").write_text(json.dumps(document))
+    return ContractRegistry(directory)
 
 
 def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:

@@ -76,7 +76,8 @@ def manifest_records(manifest: Manifest) -> Iterator[Record]:
     profile: dict[str, Any] = dict(manifest.profile)
     if profile.get("start_time"):
         profile["start_time"] = datetime.fromisoformat(str(profile["start_time"]))
-    return TrafficGenerator(TrafficProfile(**profile)).records()
+    avro = (lambda event: b"") if profile.get("wire_format") == "avro" else None  # events only
+    return TrafficGenerator(TrafficProfile(**profile), avro=avro).records()
 
 
 def manifest_events(manifest: Manifest) -> pd.DataFrame:

@@ -1,12 +1,15 @@
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.generator import (
+    AVRO_MALFORMED_KINDS,
     MALFORMED_KINDS,
+    UNREGISTERED_SCHEMA_ID,
     Manifest,
     TrafficGenerator,
     TrafficProfile,
@@ -42,6 +45,30 @@ def test_fractions_kinds_and_validity() -> None:
     times = [datetime.fromisoformat(r.event["occurred_at"]) for r in valid if r.kind == "valid"]
     late = [t for i, t in enumerate(times[1:], 1) if t < times[i - 1]]
     assert 0.1 < len(late) / len(times) < 0.3  # late events arrive out of event-time order
+
+
+def fake_avro(event: object) -> bytes:
+    """Framed like the Confluent wire format (magic byte, schema id 7); the body is JSON."""
+    return b"\x00\x00\x00\x00\x07" + encode_event(event)
+
+
+def test_avro_traffic_has_the_faults_avro_can_carry_and_the_same_events() -> None:
+    json_profile = TrafficProfile(count=5000, seed=3, start_time=START, malformed_fraction=0.3)
+    avro_profile = replace(json_profile, wire_format="avro")
+    records = list(TrafficGenerator(avro_profile, avro=fake_avro).records())
+    assert {r.kind for r in records} == {"valid", "duplicate", *AVRO_MALFORMED_KINDS}
+    by_kind = {r.kind: r for r in reversed(records)}
+    assert by_kind["unknown_schema_id"].value[:5] == b"\x00" + UNREGISTERED_SCHEMA_ID.to_bytes(4, "big")
+    cut = by_kind["invalid_avro"].value
+    assert cut.startswith(b"\x00\x00\x00\x00\x07{") and not cut.endswith(b"}")  # cut short
+    assert len(by_kind["oversized"].value) > avro_profile.oversized_bytes
+    assert all(r.value == fake_avro(r.event) for r in records if r.kind == "valid")
+    manifest = produce_traffic(TrafficGenerator(avro_profile, avro=fake_avro), CountingProducer())
+    assert manifest.malformed == sum(manifest.counts[k] for k in AVRO_MALFORMED_KINDS) > 0
+    with pytest.raises(ValueError, match="Avro encoder goes with wire_format='avro'"):
+        TrafficGenerator(json_profile, avro=fake_avro)
+    with pytest.raises(ValueError, match="Avro encoder"):
+        TrafficGenerator(avro_profile)
 
 
 def test_bad_profiles_are_rejected() -> None:

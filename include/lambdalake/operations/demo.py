@@ -80,19 +80,21 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoP
 
 def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manifest:
     """Produce ``profile``, wait for ingest, check bronze + quarantine grew by what was sent."""
-    from lambdalake.generator import TrafficGenerator, produce_traffic
+    from lambdalake.generator import produce_traffic
     from lambdalake.ingest.service import wait_caught_up
     from lambdalake.kafka.producer import EventProducer
     from lambdalake.lake.bookkeeping import row_count
     from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+    from lambdalake.operations.traffic import traffic_generator
 
     tables = (BRONZE_TABLE, QUARANTINE_TABLE)
     before = {table: row_count(settings.table_path(table)) for table in tables}
     producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
-    manifest = produce_traffic(TrafficGenerator(profile), producer)
+    manifest = produce_traffic(traffic_generator(settings, profile), producer)
     path = settings.state_dir / "manifests" / f"demo-seed{profile.seed}.json"
     manifest.write(path)
-    print(f"produced {manifest.produced} records at {profile.rate:,.0f}/s over "
+    print(f"produced {manifest.produced} {settings.kafka.events_format.upper()} records at "
+          f"{profile.rate:,.0f}/s over "
           f"{TRAFFIC_HOURS} h of event time: {manifest.counts['valid']} valid, "
           f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
           f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min); "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lambdalake.contracts import EVENTS_DIR, ContractRegistry, encode_event
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.generator import AVRO_MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import (
     AvroEventCodec,
@@ -52,7 +52,7 @@ def v2_contracts(tmp_path_factory: pytest.TempPathFactory) -> ContractRegistry:
     return ContractRegistry(directory)
 
 
-def classified(spark: SparkSession, settings: Settings, values: list[bytes],
+def classified(spark: SparkSession, settings: Settings, values: list[bytes | None],
                schemas: AvroSchemas) -> DataFrame:
     rows = [(b"k", v, "t", 0, i, NOW.replace(tzinfo=None), 0) for i, v in enumerate(values)]
     return classify(spark.createDataFrame(rows, KAFKA_SCHEMA), ContractRegistry(),
@@ -77,6 +77,21 @@ def test_avro_events_read_as_the_same_typed_events_as_their_json(
     columns = [c for c in as_json.columns if c not in ("value",)]
     assert as_avro.select(columns).collect() == as_json.select(columns).collect()
     assert as_avro.where("quarantine_reason IS NOT NULL").count() == 0
+
+
+def test_every_generated_avro_record_gets_the_reason_its_kind_intends(
+    spark: SparkSession, settings: Settings, topic: str
+) -> None:
+    codec = AvroEventCodec(registry_client(settings.registry), ContractRegistry(), topic)
+    profile = TrafficProfile(count=2000, seed=9, start_time=NOW, malformed_fraction=0.3,
+                             wire_format="avro")
+    records = list(TrafficGenerator(profile, avro=codec.encode).records())
+    assert {r.kind for r in records} == {"valid", "duplicate", *AVRO_MALFORMED_KINDS}
+    schemas = TopicSchemas(settings.registry, ContractRegistry(), topic).current()
+    got = [r.quarantine_reason for r in classified(
+        spark, settings, [r.value for r in records], schemas).collect()]
+    expected = [None if r.kind in ("valid", "duplicate") else r.kind for r in records]
+    assert [(r.kind, g) for r, g, e in zip(records, got, expected, strict=True) if g != e] == []
 
 
 def test_avro_faults_get_their_own_reasons_and_json_shares_the_topic(
