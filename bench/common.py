@@ -15,11 +15,14 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import psutil
 
+from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficProfile
+from lambdalake.kafka.registry_server import LocalSchemaRegistry
+from lambdalake.kafka.schema_registry import register_contracts, registry_client
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings, isolated_environment
 from lambdalake.stack.kafka_broker import KafkaCluster
@@ -109,18 +112,21 @@ def machine() -> dict[str, Any]:
 
 @contextmanager
 def bench_environment(kafka: bool = True) -> Iterator[Settings]:
-    """Settings for an isolated benchmark stack (own state dir and ports), with Kafka up
-    unless ``kafka`` is false (benchmarks that read the lake only)."""
+    """Settings for an isolated benchmark stack (own state dir and ports), with Kafka and
+    the schema registry up unless ``kafka`` is false (benchmarks that read the lake only)."""
     saved = {k: os.environ.get(k) for k in BENCH_ENV}
     os.environ.update(BENCH_ENV)
     settings = Settings()
     cluster = KafkaCluster(settings) if kafka else None
+    registry = LocalSchemaRegistry(settings) if kafka else None
     try:
-        if cluster:
+        if cluster and registry:
             cluster.start()
+            registry.start()
         yield settings
     finally:
-        if cluster:
+        if cluster and registry:
+            registry.stop()
             cluster.stop()
         for key, value in saved.items():
             if value is None:
@@ -230,9 +236,11 @@ class ResourceSampler:
                        "cores": self.cores[name]} for name in self.processes}
 
 
-def fresh_run(settings: Settings, label: str) -> Settings:
+def fresh_run(settings: Settings, label: str,
+              events_format: Literal["json", "avro"] = "json") -> Settings:
     """Settings pointing at a new topic, lake, checkpoints and state (nothing left from
-    earlier runs)."""
+    earlier runs); producers write ``events_format`` (Avro: the contracts are registered
+    under the new topic, in the registry the benchmark runs)."""
     root = settings.state_dir / "runs" / f"{label}-{uuid.uuid4().hex[:6]}"
     shutil.rmtree(root, ignore_errors=True)
     copy = settings.model_copy(deep=True)
@@ -241,5 +249,9 @@ def fresh_run(settings: Settings, label: str) -> Settings:
     copy.lake.root = str(root / "lake")
     copy.lake.checkpoint_root = str(root / "checkpoints")
     copy.state_dir = root / "state"
+    copy.kafka.events_format = events_format
     ensure_topic(copy.kafka, copy.kafka.events_topic)
+    if events_format == "avro":
+        register_contracts(registry_client(copy.registry), ContractRegistry(),
+                           copy.kafka.events_topic.name, copy.registry.compatibility)
     return copy

@@ -31,7 +31,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -62,6 +62,7 @@ from lambdalake.ingest.service import ingest_process, start_ingest_process, wait
 from lambdalake.ingest.stream import history_path
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+from lambdalake.operations.traffic import traffic_generator
 from lambdalake.settings import Settings
 
 
@@ -138,10 +139,12 @@ class Drain:
         return self.rate * (1 - self.manifest.malformed / self.manifest.produced)
 
 
-def drain(settings: Settings, name: str, profile: TrafficProfile) -> Drain:
-    """Produce ``profile`` as a backlog on a fresh topic, then time ingest draining it."""
-    run = fresh_run(settings, name)
-    manifest = produce_traffic(TrafficGenerator(profile),
+def drain(settings: Settings, name: str, profile: TrafficProfile,
+          events_format: Literal["json", "avro"] = "json") -> Drain:
+    """Produce ``profile`` as a backlog on a fresh topic (as ``events_format``), then time
+    ingest draining it."""
+    run = fresh_run(settings, name, events_format)
+    manifest = produce_traffic(traffic_generator(run, profile),
                                EventProducer(run.kafka, run.kafka.events_topic.name))
     with Stopwatch() as wall:
         _run_ingest(run, max_offsets_per_trigger=profile.count // 6, trigger_interval="0 seconds")

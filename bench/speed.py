@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from confluent_kafka import Consumer
@@ -60,6 +60,7 @@ from bench.ingest import bare_consumer_drain
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.stream import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
+from lambdalake.operations.traffic import traffic_generator
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
@@ -322,12 +323,13 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     return results
 
 
-def throughput(settings: Settings, records: int) -> Result:
-    run = fresh_run(settings, "speedthroughput")
+def throughput(settings: Settings, records: int,
+               events_format: Literal["json", "avro"] = "json") -> Result:
+    run = fresh_run(settings, f"speedthroughput{events_format}", events_format)
     run.speed.trigger_interval = "0 seconds"
     run.speed.max_offsets_per_trigger = records // 8
     profile = backlog(records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=404)
-    manifest = produce_traffic(TrafficGenerator(profile),
+    manifest = produce_traffic(traffic_generator(run, profile),
                                EventProducer(run.kafka, run.kafka.events_topic.name))
     baseline = bare_consumer_drain(run, manifest.produced)
     StreamingService(run, APP).start(timeout=300)
@@ -344,7 +346,8 @@ def throughput(settings: Settings, records: int) -> Result:
         last_end = progress_time(rest[-1]["timestamp"]) + rest[-1]["duration_ms"] / 1000
         per_query[query] = sum(e["input_rows"] for e in rest) / (last_end - first_end)
     return Result(
-        name="speed throughput (Kafka -> 3 real-time views, backlog drained)",
+        name="speed throughput (Kafka -> 3 real-time views, backlog drained)"
+             + (", Avro events" if events_format == "avro" else ""),
         unit="records/s", value=min(per_query.values()), baseline=baseline,
         baseline_name="bare confluent-kafka consumer draining the same topic",
         goal="reference: a backlog, nothing beside it (the goal is the sustained rate)",
