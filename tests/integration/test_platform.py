@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
@@ -31,7 +32,8 @@ from lambdalake.generator import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
-from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.bookkeeping import table_exists
+from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
@@ -184,6 +186,15 @@ def run_demo(platform: Platform, traffic: int, seed: int, events_format: str) ->
     return output
 
 
+def quarantine_reasons(settings: Settings) -> Counter[str]:
+    """Quarantined records by reason, so far."""
+    path = settings.table_path(QUARANTINE_TABLE)
+    if not table_exists(path):
+        return Counter()
+    return Counter(DeltaTable(path).to_pyarrow_table(
+        columns=["quarantine_reason"]).column(0).to_pylist())
+
+
 def speed_views(settings: Settings) -> dict[str, dict[str, Any]]:
     """The speed layer's status per view (its watermark, the rows it dropped as too late)."""
     return (read_status(settings, SPEED_APP) or {}).get("views", {})
@@ -212,10 +223,15 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
     kept: dict[str, list[pd.DataFrame]] = {name: [] for name in views}  # by the speed layer
     runs = [(20_000, 2026, "json"), (3_000, 2027, "avro")]
     for number, (traffic, seed, events_format) in enumerate(runs, start=1):
-        before = speed_views(settings)
+        before, quarantined = speed_views(settings), quarantine_reasons(settings)
         run_demo(platform, traffic, seed, events_format)
         after = speed_views(settings)
         manifest = Manifest.read(settings.state_dir / "manifests" / f"demo-seed{seed}.json")
+        malformed = {kind: n for kind, n in manifest.counts.items()
+                     if kind not in ("valid", "duplicate")}
+        assert quarantine_reasons(settings) - quarantined == Counter(malformed), (
+            f"run {number} ({events_format}): not every malformed kind is quarantined "
+            "under its own reason")
         run_events = manifest_events(manifest)
         events.append(run_events)
         truth_events = pd.concat(events)

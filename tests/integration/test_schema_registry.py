@@ -6,22 +6,28 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
 from lambdalake.cli import main
 from lambdalake.contracts import EVENTS_DIR, ContractError, ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.kafka.schema_registry import (
     AvroEventCodec,
+    event_encoder,
     register_contracts,
     registry_client,
     subject,
 )
-from lambdalake.settings import Settings
+from lambdalake.kafka.topics import ensure_topic
+from lambdalake.settings import Settings, TopicSettings
+from lambdalake.stack.kafka_broker import KafkaCluster
 
 pytestmark = pytest.mark.usefixtures("schema_registry")
 
@@ -107,3 +113,30 @@ def test_a_v2_writer_and_a_v1_reader_agree_through_the_registry_and_its_restart(
     assert new_reader.decode(v1_wire) == {**v1_event, "referrer": None}
     with pytest.raises(ContractError, match="magic byte"):
         new_reader.decode(json.dumps(v1_event).encode())
+
+
+def test_the_producer_sends_avro_as_the_setting_says_and_it_reads_back(
+    settings: Settings, kafka: KafkaCluster
+) -> None:
+    topic = TopicSettings(name=f"avro-{uuid.uuid4().hex[:8]}", partitions=1)
+    ensure_topic(settings.kafka, topic)
+    avro = settings.model_copy(deep=True)
+    avro.kafka.events_topic, avro.kafka.events_format = topic, "avro"
+    contracts = ContractRegistry()
+    register_contracts(registry_client(settings.registry), contracts, topic.name, "BACKWARD")
+    sent = [a_page_view() | {"event_id": f"e-{i}"} for i in range(5)]
+    producer = EventProducer(avro.kafka, topic.name, encode=event_encoder(avro))
+    for event in sent:
+        producer.send_event(event, contracts)
+    assert producer.flush() == 0 and producer.counts.acknowledged == len(sent)
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic.name])
+    values = []
+    deadline = time.monotonic() + 60
+    while len(values) < len(sent) and time.monotonic() < deadline:
+        values += [m.value() for m in consumer.consume(10, timeout=1) if m.error() is None]
+    consumer.close()
+    codec = AvroEventCodec(registry_client(settings.registry), contracts, topic.name)
+    assert [codec.decode(value) for value in values] == sent
+    assert all(value[0] == 0 for value in values)  # the Confluent wire format, not JSON

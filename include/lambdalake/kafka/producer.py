@@ -10,7 +10,7 @@ the caller knows exactly what was acknowledged.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -56,8 +56,13 @@ def producer_config(kafka: KafkaSettings, **overrides: str | int
 class EventProducer:
     """A bounded, counted, idempotent producer for one topic."""
 
-    def __init__(self, kafka: KafkaSettings, topic: str, **overrides: str | int) -> None:
+    def __init__(self, kafka: KafkaSettings, topic: str,
+                 encode: Callable[[Mapping[str, Any]], bytes] = encode_event,
+                 **overrides: str | int) -> None:
+        """``encode`` turns an event into its wire form for ``send_event``: JSON, or the
+        registry's Avro (``schema_registry.event_encoder``)."""
         self.topic = topic
+        self.encode = encode
         self.counts = DeliveryCounts()
         self._producer = Producer(producer_config(kafka, **overrides))
 
@@ -82,7 +87,7 @@ class EventProducer:
     def send_event(self, event: Mapping[str, Any], contracts: ContractRegistry) -> None:
         """Validate ``event`` against its contract, then send it keyed by its user."""
         contracts.validate(event)
-        self.send(str(event["user_id"]), encode_event(event))
+        self.send(str(event["user_id"]), self.encode(event))
 
     def flush(self, timeout: float = 120.0) -> int:
         """Wait for outstanding deliveries; return how many are still unconfirmed."""

@@ -20,7 +20,7 @@ import io
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -35,8 +35,14 @@ try:  # the HTTP client confluent-kafka's registry client uses: httpx2 where ins
 except ImportError:  # pragma: no cover - depends on the installed extras
     import httpx as _http  # type: ignore[no-redef]
 
-from lambdalake.contracts import ContractError, ContractRegistry, EventContract, FieldRule
-from lambdalake.settings import RegistrySettings
+from lambdalake.contracts import (
+    ContractError,
+    ContractRegistry,
+    EventContract,
+    FieldRule,
+    encode_event,
+)
+from lambdalake.settings import RegistrySettings, Settings
 
 NAMESPACE = "lambdalake.events"
 MAGIC_BYTE = 0
@@ -268,3 +274,12 @@ class AvroEventCodec:
 def _parsed(schema_text: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_text))
 
+
+
+def event_encoder(settings: Settings) -> Callable[[Mapping[str, Any]], bytes]:
+    """How the platform's producers write an event (``kafka.events_format``): JSON, or Avro
+    with the schemas registered under the events topic."""
+    if settings.kafka.events_format == "json":
+        return encode_event
+    return AvroEventCodec(registry_client(settings.registry), ContractRegistry(),
+                          settings.kafka.events_topic.name).encode

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
-from lambdalake.kafka.schema_registry import AvroEventCodec, registry_client
+from lambdalake.kafka.schema_registry import event_encoder
 from lambdalake.settings import Settings
 
 
@@ -16,6 +15,4 @@ def traffic_generator(settings: Settings, profile: TrafficProfile) -> TrafficGen
     runs)."""
     if settings.kafka.events_format == "json":
         return TrafficGenerator(replace(profile, wire_format="json"))
-    codec = AvroEventCodec(registry_client(settings.registry), ContractRegistry(),
-                           settings.kafka.events_topic.name)
-    return TrafficGenerator(replace(profile, wire_format="avro"), avro=codec.encode)
+    return TrafficGenerator(replace(profile, wire_format="avro"), avro=event_encoder(settings))
