@@ -7,9 +7,7 @@ broker the rest of the session shares.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +25,6 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
-from lambdalake.contracts import EVENTS_DIR, ContractRegistry
 from lambdalake.generator import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
@@ -42,6 +39,7 @@ from lambdalake.speed.stream import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
+from tests.support.contracts import contracts_with_page_view_v2
 from tests.support.ground_truth import expected_view, manifest_events
 from tests.support.merged_answers import disagreements, merged_answer, window
 
@@ -267,7 +265,7 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
     a restart: every event lands in bronze as valid and counts in the real-time view."""
     settings = platform.settings
     running = {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)}
-    v2 = page_view_v2(tmp_path / "events")
+    v2 = contracts_with_page_view_v2(tmp_path / "events")
     client = registry_client(settings.registry)
     topic = settings.kafka.events_topic.name
     register_contracts(client, v2, topic, settings.registry.compatibility)
@@ -300,17 +298,6 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
     assert [(row["source"], row["views"]) for row in rows] == [("realtime", len(sent))]
     assert {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)
             } == running
-
-
-def page_view_v2(directory: Path) -> ContractRegistry:
-    """The repository's contracts and a page_view v2 that adds an optional ``referrer``."""
-    shutil.copytree(EVENTS_DIR, directory)
-    document = json.loads((directory / "page_view.v1.json").read_text())
-    document["$id"] = "page_view.v2.json"
-    document["properties"]["schema_version"] = {"const": 2}
-    document["properties"]["referrer"] = {"type": "string", "description": "from where"}
-    (directory / "page_view.v2.json").write_text(json.dumps(document))
-    return ContractRegistry(directory)
 
 
 def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:

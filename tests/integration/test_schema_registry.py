@@ -5,7 +5,6 @@ a restart, and Avro events written by one contract version read by another."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from lambdalake.cli import main
-from lambdalake.contracts import EVENTS_DIR, ContractError, ContractRegistry
+from lambdalake.contracts import ContractError, ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
@@ -28,22 +27,9 @@ from lambdalake.kafka.schema_registry import (
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings
 from lambdalake.stack.kafka_broker import KafkaCluster
+from tests.support.contracts import contracts_with_page_view_v2
 
 pytestmark = pytest.mark.usefixtures("schema_registry")
-
-
-def contracts_with_page_view_v2(directory: Path, referrer_required: bool) -> ContractRegistry:
-    """The repository's contracts plus a page_view v2 that adds ``referrer``."""
-    shutil.copytree(EVENTS_DIR, directory)
-    document = json.loads((directory / "page_view.v1.json").read_text())
-    document["$id"] = "page_view.v2.json"
-    document["properties"]["schema_version"] = {"const": 2}
-    document["properties"]["referrer"] = {"type": "string", "maxLength": 256,
-                                          "description": "The page the user came from."}
-    if referrer_required:
-        document["required"] = [*document.get("required", []), "referrer"]
-    (directory / "page_view.v2.json").write_text(json.dumps(document))
-    return ContractRegistry(directory)
 
 
 def a_page_view() -> dict[str, object]:

@@ -4,15 +4,13 @@ quarantined with its own reason."""
 
 from __future__ import annotations
 
-import json
-import shutil
 import struct
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lambdalake.contracts import EVENTS_DIR, ContractRegistry, encode_event
+from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.generator import AVRO_MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import (
@@ -24,6 +22,7 @@ from lambdalake.kafka.schema_registry import (
 )
 from lambdalake.settings import Settings
 from tests.integration.ingest.test_classification import KAFKA_SCHEMA, NOW
+from tests.support.contracts import contracts_with_page_view_v2
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,15 +40,7 @@ def topic(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def v2_contracts(tmp_path_factory: pytest.TempPathFactory) -> ContractRegistry:
-    directory = tmp_path_factory.getbasetemp() / "events-v2"
-    if not directory.exists():
-        shutil.copytree(EVENTS_DIR, directory)
-        document = json.loads((directory / "page_view.v1.json").read_text())
-        document["$id"] = "page_view.v2.json"
-        document["properties"]["schema_version"] = {"const": 2}
-        document["properties"]["referrer"] = {"type": "string", "description": "from where"}
-        (directory / "page_view.v2.json").write_text(json.dumps(document))
-    return ContractRegistry(directory)
+    return contracts_with_page_view_v2(tmp_path_factory.getbasetemp() / "events-v2")
 
 
 def classified(spark: SparkSession, settings: Settings, values: list[bytes | None],
