@@ -153,6 +153,16 @@ def registry_problems(client: SchemaRegistryClient, contracts: ContractRegistry,
     return problems
 
 
+def reader_schema(contracts: ContractRegistry, writer: str) -> str:
+    """The schema a record written with ``writer`` is read as: the newest contract of its
+    event type known here (the writer itself for an event type this reader does not know,
+    so the record decodes and is then judged an unknown event type)."""
+    event_type = json.loads(writer)["name"]
+    if event_type not in contracts.event_types:
+        return writer
+    return json.dumps(avro_schema(contracts.latest(event_type)))
+
+
 @dataclass(frozen=True)
 class AvroSchemas:
     """What a reader of the events topic can decode: by writer schema id, the writer's
@@ -194,10 +204,7 @@ class TopicSchemas:
         registered = self.client.get_version(name, version)
         writer = registered.schema.schema_str if registered.schema else None
         assert registered.schema_id is not None and writer is not None
-        event_type = json.loads(writer)["name"]
-        reader = (json.dumps(avro_schema(self.contracts.latest(event_type)))
-                  if event_type in self.contracts.event_types else writer)
-        return registered.schema_id, writer, reader
+        return registered.schema_id, writer, reader_schema(self.contracts, writer)
 
     def _by_id(self) -> dict[int, tuple[str, str]]:
         return {schema_id: (writer, reader)
@@ -259,11 +266,8 @@ class AvroEventCodec:
         if schema_id not in self._readers:
             writer_text = self.client.get_schema(schema_id).schema_str
             assert writer_text is not None
-            writer = _parsed(writer_text)
-            event_type = json.loads(writer_text)["name"]
-            reader = (_parsed(json.dumps(avro_schema(self.contracts.latest(event_type))))
-                      if event_type in self.contracts.event_types else writer)
-            self._readers[schema_id] = (writer, reader)
+            self._readers[schema_id] = (_parsed(writer_text),
+                                        _parsed(reader_schema(self.contracts, writer_text)))
         writer, reader = self._readers[schema_id]
         decoded = fastavro.schemaless_reader(io.BytesIO(value[_HEADER.size:]), writer, reader)
         assert isinstance(decoded, dict)
