@@ -108,27 +108,29 @@ def test_under_load_one_loss_is_absorbed_and_two_fail_loudly_losing_nothing_acke
                            "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}, failed
 
     cluster.start()  # the lost nodes come back with their logs; nothing acked is missing
-    read = Counter(int(value) for value in read_all(settings, topic.name, len(acknowledged)))
+    read = read_all(settings, topic.name, until_seen=set(acknowledged))
     missing = set(acknowledged) - set(read)
     assert not missing, f"{len(missing)} acknowledged records are lost"
     assert all(read[value] == 1 for value in acknowledged), "an acknowledged record twice"
 
 
-def read_all(settings: Settings, topic: str, at_least: int, timeout: float = 120) -> list[bytes]:
-    """Every record of ``topic`` from the beginning, once ``at_least`` arrived or quiet."""
+def read_all(settings: Settings, topic: str, until_seen: set[int],
+             timeout: float = 120, quiet: float = 5) -> Counter[int]:
+    """How often each value of ``topic`` occurs, read from the beginning until every value
+    of ``until_seen`` arrived (or ``timeout``) and then until nothing came for ``quiet``
+    seconds: counting records instead would stop early whenever unacknowledged writes
+    that did land stand in for a partition's unread tail."""
     consumer = Consumer({**settings.kafka.client_config(), "group.id": uuid.uuid4().hex,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
-    values: list[bytes] = []
+    read: Counter[int] = Counter()
     deadline = time.monotonic() + timeout
     try:
-        while len(values) < at_least and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=1):
-                if message.error() is None:
-                    values.append(message.value())
-        for message in consumer.consume(1000, timeout=3):  # anything beyond the acked
-            if message.error() is None:
-                values.append(message.value())
+        while not until_seen <= read.keys() and time.monotonic() < deadline:
+            read.update(int(m.value()) for m in consumer.consume(1000, timeout=1)
+                        if m.error() is None)
+        while batch := consumer.consume(1000, timeout=quiet):  # duplicates beyond them
+            read.update(int(m.value()) for m in batch if m.error() is None)
     finally:
         consumer.close()
-    return values
+    return read
