@@ -183,8 +183,8 @@ def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
-    """Regenerate the documentation derived from code: README's settings table, event docs."""
-    from lambdalake.contracts import ContractRegistry, contracts_markdown
+    """Regenerate the documentation derived from code: README's settings table, contracts."""
+    from lambdalake.contracts import ContractRegistry, EntityRegistry, contracts_markdown
 
     readme = PROJECT_ROOT / "README.md"
     text = readme.read_text()
@@ -192,7 +192,9 @@ def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
     end = text.index(SETTINGS_TABLE_END)
     readme.write_text(text[:start] + settings_table() + text[end:])
     (PROJECT_ROOT / "docs" / "events.md").write_text(contracts_markdown(ContractRegistry()) + "\n")
-    print("updated README.md (settings) and docs/events.md")
+    (PROJECT_ROOT / "docs" / "entities.md").write_text(
+        contracts_markdown(EntityRegistry()) + "\n")
+    print("updated README.md (settings), docs/events.md and docs/entities.md")
     return 0
 
 
@@ -240,21 +242,23 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.generator import TrafficProfile, produce_traffic
     from lambdalake.kafka.producer import EventProducer, stop_on_signals
     from lambdalake.kafka.topics import ensure_topic
-    from lambdalake.operations.traffic import traffic_generator
+    from lambdalake.operations.traffic import reference_producers, traffic_generator
 
     profile = TrafficProfile(
         count=args.count, rate=args.rate, users=args.users, pages=args.pages,
         products=args.products, key_skew=args.key_skew, late_fraction=args.late,
         max_lateness_minutes=args.max_lateness_minutes, duplicate_fraction=args.duplicates,
         malformed_fraction=args.malformed, seed=args.seed,
+        reference_change_every=args.reference_every,
     )
     topic = settings.kafka.events_topic
     ensure_topic(settings.kafka, topic)
     producer = EventProducer(settings.kafka, topic.name)
+    reference = reference_producers(settings) if args.reference_every else None
     with stop_on_signals() as stop:
         manifest = produce_traffic(traffic_generator(settings, profile), producer,
                                    progress=args.count >= 50_000 and sys.stderr.isatty(),
-                                   stop_requested=stop)
+                                   stop_requested=stop, reference=reference)
     path = Path(args.manifest) if args.manifest else (
         settings.state_dir / "manifests" / f"produce-seed{args.seed}-{int(time.time())}.json"
     )
@@ -262,7 +266,12 @@ def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     print(f"produced {manifest.produced} records to {topic.name}: "
           f"{dict(sorted(manifest.counts.items()))}; acknowledged {manifest.acknowledged}, "
           f"failed {manifest.failed}; manifest {path}")
-    return 0 if manifest.failed == 0 and manifest.acknowledged == manifest.produced else 1
+    if manifest.reference_changes:
+        print(f"produced {len(manifest.reference_changes)} reference changes "
+              f"({manifest.reference_acknowledged} acknowledged) to "
+              f"{settings.kafka.reference_topic.name}.<entity>")
+    return 0 if manifest.failed == 0 and manifest.acknowledged == manifest.produced and (
+        manifest.reference_acknowledged == len(manifest.reference_changes)) else 1
 
 
 def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
@@ -377,6 +386,9 @@ def _add_produce(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     produce.add_argument("--duplicates", type=float, default=0.02, help="fraction re-sent")
     produce.add_argument("--malformed", type=float, default=0.01, help="fraction malformed")
     produce.add_argument("--seed", type=int, default=42)
+    produce.add_argument("--reference-every", type=int, default=0, metavar="N",
+                         help="produce the reference catalogue, then one change every N "
+                         "records (0: no reference data)")
     produce.add_argument("--manifest", help="where to write the manifest (JSON)")
     produce.set_defaults(run=cmd_produce)
 

@@ -1,4 +1,5 @@
-"""Event contracts: one JSON Schema file per event type and version, the single source of truth.
+"""Contracts: one JSON Schema file per event type (or entity) and version, the single source
+of truth.
 
 From the files in ``schemas/events/`` this module derives everything else that knows an
 event's shape: producer-side validation (``ContractRegistry.validate``), the Spark type
@@ -6,6 +7,11 @@ each field is read as and the Spark-side validation rules (``lambdalake.ingest.v
 reads ``FieldRule``s from here), and the documentation (``contracts_markdown``). A file
 named ``<event_type>.v<N>.json`` holds version N; event files may reference shared files
 (``common.v1.json``) with ``allOf``/``$ref``.
+
+Reference data has contracts of the same kind in ``schemas/entities/``
+(``EntityRegistry``): one per entity (``product``, ``user_profile``), naming its key field
+(``x-key``, also the Kafka key of its compacted topic) and ``updated_at``, the time from
+which a version is valid.
 
 Evolution is checked, not hoped for: a new version may add optional fields only; removing
 or retyping a field, or adding a required one, is reported by ``evolution_problems``.
@@ -31,7 +37,8 @@ from referencing import Registry, Resource
 from lambdalake.settings import PROJECT_ROOT
 
 EVENTS_DIR = PROJECT_ROOT / "schemas" / "events"
-_FILE_NAME = re.compile(r"^(?P<event_type>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.json$")
+ENTITIES_DIR = PROJECT_ROOT / "schemas" / "entities"
+_FILE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.json$")
 _SHARED = {"common"}
 CONSTRAINT_KEYWORDS = ("const", "enum", "minimum", "maximum", "minLength", "maxLength",
                        "pattern", "multipleOf")
@@ -97,60 +104,80 @@ def spark_type(schema: Mapping[str, Any]) -> str:
     raise ContractError(f"unsupported JSON type {json_type!r} in {schema}")
 
 
+def _documents(directory: Path) -> dict[str, Mapping[str, Any]]:
+    """The JSON documents of a contracts folder by file name (decimals stay exact, so
+    multipleOf 0.01 holds for 19.99)."""
+    return {p.name: json.loads(p.read_text(), parse_float=Decimal)
+            for p in sorted(directory.glob("*.json"))}
+
+
+def _references(documents: Mapping[str, Mapping[str, Any]]) -> Registry:
+    return Registry().with_resources(
+        (name, Resource.from_contents(doc)) for name, doc in documents.items())
+
+
+def _named_versions(directory: Path, documents: Mapping[str, Mapping[str, Any]]
+                    ) -> list[tuple[str, int, Path, Mapping[str, Any]]]:
+    """(name, version, path, document) of each contract file; shared files are skipped."""
+    found = []
+    for file_name, document in documents.items():
+        match = _FILE_NAME.match(file_name)
+        if not match:
+            raise ContractError(f"{directory / file_name}: name it <name>.v<N>.json")
+        if match["name"] not in _SHARED:
+            found.append((match["name"], int(match["version"]), directory / file_name, document))
+    return found
+
+
+def _flat_fields(document: Mapping[str, Any], documents: Mapping[str, Mapping[str, Any]]
+                 ) -> dict[str, FieldRule]:
+    """A contract's fields, with the shared files it references (``allOf``) merged in."""
+    properties: dict[str, dict[str, Any]] = {}
+    required: set[str] = set()
+    for part in [*(documents[ref["$ref"]] for ref in document.get("allOf", [])), document]:
+        for name, schema in part.get("properties", {}).items():
+            properties[name] = {**properties.get(name, {}), **schema}
+        required |= set(part.get("required", []))
+    for schema in properties.values():
+        if "type" not in schema and "const" in schema:
+            schema["type"] = {str: "string", int: "integer", float: "number"}[
+                type(schema["const"])
+            ]
+    return {
+        name: FieldRule(
+            name=name,
+            json_type=schema["type"],
+            spark_type=spark_type(schema),
+            required=name in required,
+            constraints={k: schema[k] for k in CONSTRAINT_KEYWORDS if k in schema},
+            description=schema.get("description", ""),
+        )
+        for name, schema in properties.items()
+    }
+
+
+def _error_messages(validator: Draft202012Validator, document: Mapping[str, Any]) -> list[str]:
+    return [f"{'.'.join(map(str, e.absolute_path)) or '(record)'}: {e.message}"
+            for e in sorted(validator.iter_errors(document), key=str)]
+
+
 class ContractRegistry:
     """All event contracts found in a directory."""
 
     def __init__(self, directory: Path = EVENTS_DIR) -> None:
         self.directory = directory
-        documents = {  # decimals stay exact, so multipleOf 0.01 holds for 19.99
-            p.name: json.loads(p.read_text(), parse_float=Decimal)
-            for p in sorted(directory.glob("*.json"))
-        }
-        self._registry: Registry = Registry().with_resources(
-            (name, Resource.from_contents(doc)) for name, doc in documents.items()
-        )
+        documents = _documents(directory)
+        self._registry = _references(documents)
         self.contracts: dict[tuple[str, int], EventContract] = {}
-        for name, document in documents.items():
-            match = _FILE_NAME.match(name)
-            if not match:
-                raise ContractError(f"{directory / name}: name it <event_type>.v<N>.json")
-            if match["event_type"] in _SHARED:
-                continue
-            contract = self._flatten(match["event_type"], int(match["version"]),
-                                     directory / name, document, documents)
-            self.contracts[(contract.event_type, contract.version)] = contract
+        for event_type, version, path, document in _named_versions(directory, documents):
+            fields = _flat_fields(document, documents)
+            if fields.get("event_type", FieldRule("", "", "", False, {})).constraints.get(
+                    "const") != event_type:
+                raise ContractError(f"{path}: event_type must be const {event_type!r}")
+            self.contracts[(event_type, version)] = EventContract(
+                event_type, version, path, document, fields)
         if not self.contracts:
             raise ContractError(f"no event contracts in {directory}")
-
-    def _flatten(
-        self, event_type: str, version: int, path: Path, document: Mapping[str, Any],
-        documents: Mapping[str, Mapping[str, Any]],
-    ) -> EventContract:
-        properties: dict[str, dict[str, Any]] = {}
-        required: set[str] = set()
-        for part in [*(documents[ref["$ref"]] for ref in document.get("allOf", [])), document]:
-            for name, schema in part.get("properties", {}).items():
-                properties[name] = {**properties.get(name, {}), **schema}
-            required |= set(part.get("required", []))
-        for schema in properties.values():
-            if "type" not in schema and "const" in schema:
-                schema["type"] = {str: "string", int: "integer", float: "number"}[
-                    type(schema["const"])
-                ]
-        if properties.get("event_type", {}).get("const") != event_type:
-            raise ContractError(f"{path}: event_type must be const {event_type!r}")
-        fields = {
-            name: FieldRule(
-                name=name,
-                json_type=schema["type"],
-                spark_type=spark_type(schema),
-                required=name in required,
-                constraints={k: schema[k] for k in CONSTRAINT_KEYWORDS if k in schema},
-                description=schema.get("description", ""),
-            )
-            for name, schema in properties.items()
-        }
-        return EventContract(event_type, version, path, document, fields)
 
     @property
     def event_types(self) -> list[str]:
@@ -194,10 +221,7 @@ class ContractRegistry:
                                              format_checker=FORMATS)
         else:
             validator = self._validators[(contract.event_type, contract.version)]
-        return [
-            f"{'.'.join(map(str, e.absolute_path)) or '(event)'}: {e.message}"
-            for e in sorted(validator.iter_errors(event), key=str)
-        ]
+        return _error_messages(validator, event)
 
     def validate(self, event: Mapping[str, Any]) -> None:
         problems = self.errors(event)
@@ -213,6 +237,70 @@ class ContractRegistry:
         return merged
 
 
+@dataclass(frozen=True)
+class EntityContract:
+    """One version of one reference entity: its key field and flat fields."""
+
+    entity: str
+    version: int
+    key: str
+    path: Path
+    document: Mapping[str, Any]
+    fields: Mapping[str, FieldRule] = field(repr=False)
+
+
+ENTITY_TIME_FIELD = "updated_at"
+"""The field every entity carries: when the version it describes became valid."""
+DELETION_TIME_HEADER = "updated_at"
+"""The record header with a deletion's time (a tombstone has no value to carry it); a
+deletion without it is dated by its Kafka timestamp."""
+
+
+class EntityRegistry:
+    """All reference-entity contracts found in a directory."""
+
+    def __init__(self, directory: Path = ENTITIES_DIR) -> None:
+        self.directory = directory
+        documents = _documents(directory)
+        self._registry = _references(documents)
+        self.contracts: dict[tuple[str, int], EntityContract] = {}
+        for entity, version, path, document in _named_versions(directory, documents):
+            fields = _flat_fields(document, documents)
+            key = document.get("x-key")
+            if fields.get("entity", FieldRule("", "", "", False, {})).constraints.get(
+                    "const") != entity:
+                raise ContractError(f"{path}: entity must be const {entity!r}")
+            if not isinstance(key, str) or key not in fields or not fields[key].required:
+                raise ContractError(f"{path}: x-key must name a required field")
+            if ENTITY_TIME_FIELD not in fields or not fields[ENTITY_TIME_FIELD].required:
+                raise ContractError(f"{path}: {ENTITY_TIME_FIELD} must be a required field")
+            self.contracts[(entity, version)] = EntityContract(
+                entity, version, key, path, document, fields)
+
+    @property
+    def entities(self) -> list[str]:
+        return sorted({entity for entity, _ in self.contracts})
+
+    def latest(self, entity: str) -> EntityContract:
+        versions = [v for e, v in self.contracts if e == entity]
+        if not versions:
+            raise ContractError(f"unknown entity {entity!r}")
+        return self.contracts[(entity, max(versions))]
+
+    def errors(self, entity: str, record: Mapping[str, Any]) -> list[str]:
+        """Why ``record`` (the value of a change of ``entity``) breaks its newest contract."""
+        record = json.loads(encode_event(record), parse_float=Decimal)
+        contract = self.latest(entity)
+        validator = Draft202012Validator(contract.document, registry=self._registry,
+                                         format_checker=FORMATS)
+        return _error_messages(validator, record)
+
+    def validate(self, entity: str, record: Mapping[str, Any]) -> None:
+        problems = self.errors(entity, record)
+        if problems:
+            raise ContractError(f"{entity}: " + "; ".join(problems))
+
+
 def encode_event(event: Mapping[str, Any]) -> bytes:
     """The wire form of an event: compact UTF-8 JSON; decimals as JSON numbers."""
     return json.dumps(event, separators=(",", ":"), default=_decimal_as_number).encode()
@@ -224,35 +312,42 @@ def _decimal_as_number(value: object) -> float:
     raise TypeError(f"cannot encode {type(value).__name__} in an event")
 
 
-def evolution_problems(registry: ContractRegistry) -> list[str]:
-    """Incompatible changes between consecutive versions of each event type."""
+def evolution_problems(registry: ContractRegistry | EntityRegistry) -> list[str]:
+    """Incompatible changes between consecutive versions of each event type (or entity)."""
     problems = []
-    for event_type in registry.event_types:
-        versions = sorted(v for t, v in registry.contracts if t == event_type)
+    for name in sorted({name for name, _ in registry.contracts}):
+        versions = sorted(v for n, v in registry.contracts if n == name)
         for old_version, new_version in zip(versions, versions[1:], strict=False):
-            old = registry.contracts[(event_type, old_version)]
-            new = registry.contracts[(event_type, new_version)]
-            where = f"{event_type} v{old_version} -> v{new_version}"
-            for name, rule in old.fields.items():
-                if name not in new.fields:
-                    problems.append(f"{where}: field {name!r} was removed")
-                elif new.fields[name].spark_type != rule.spark_type:
+            old = registry.contracts[(name, old_version)]
+            new = registry.contracts[(name, new_version)]
+            where = f"{name} v{old_version} -> v{new_version}"
+            for field_name, rule in old.fields.items():
+                if field_name not in new.fields:
+                    problems.append(f"{where}: field {field_name!r} was removed")
+                elif new.fields[field_name].spark_type != rule.spark_type:
                     problems.append(
-                        f"{where}: field {name!r} changed type "
-                        f"{rule.spark_type} -> {new.fields[name].spark_type}"
+                        f"{where}: field {field_name!r} changed type "
+                        f"{rule.spark_type} -> {new.fields[field_name].spark_type}"
                     )
-            for name, rule in new.fields.items():
-                if rule.required and not (name in old.fields and old.fields[name].required):
-                    problems.append(f"{where}: new required field {name!r} (add it as optional)")
+            for field_name, rule in new.fields.items():
+                if rule.required and not (field_name in old.fields
+                                          and old.fields[field_name].required):
+                    problems.append(
+                        f"{where}: new required field {field_name!r} (add it as optional)")
     return problems
 
 
-def contracts_markdown(registry: ContractRegistry) -> str:
+def contracts_markdown(registry: ContractRegistry | EntityRegistry) -> str:
     """Documentation of every contract, generated from the schema files."""
-    lines = ["# Event contracts", "",
-             "Generated from `schemas/events/` by `lambdalake contracts docs`.", ""]
-    for (event_type, version), contract in sorted(registry.contracts.items()):
-        lines += [f"## {event_type} v{version}", "", contract.document.get("description", ""), "",
+    entities = isinstance(registry, EntityRegistry)
+    folder = "schemas/entities/" if entities else "schemas/events/"
+    lines = ["# Reference entity contracts" if entities else "# Event contracts", "",
+             f"Generated from `{folder}` by `lambdalake docs`.", ""]
+    contracts: dict[tuple[str, int], EventContract | EntityContract] = {**registry.contracts}
+    for (name, version), contract in sorted(contracts.items()):
+        key = [f"Key: `{contract.key}`.", ""] if isinstance(contract, EntityContract) else []
+        lines += [f"## {name} v{version}", "", contract.document.get("description", ""), "",
+                  *key,
                   "| field | type | required | constraints | meaning |",
                   "| --- | --- | --- | --- | --- |"]
         for name, rule in contract.fields.items():

@@ -7,6 +7,10 @@ and **malformed** records of every kind in ``MALFORMED_KINDS``. It writes a mani
 the count of each kind and the ids of the valid events, so that whatever consumes the
 topic can be reconciled record for record.
 
+With ``reference_change_every`` set, reference data travels beside the events
+(``lambdalake.catalogue``): the initial catalogue first, then one change after every that
+many records, valid from the event time reached there; the manifest lists every change.
+
 Events travel as JSON, or (``wire_format="avro"``) as Avro in the Confluent wire format
 through an encoder the caller brings (the registry's); Avro traffic has the malformed kinds
 Avro can carry (``AVRO_MALFORMED_KINDS``): a JSON-only fault such as a wrong type cannot be
@@ -29,6 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from lambdalake.catalogue import Catalogue, Change
 from lambdalake.contracts import encode_event
 
 MALFORMED_KINDS = (
@@ -78,6 +83,7 @@ class TrafficProfile:
     # event-time seconds advance per record = 1/this; 0 = rate or 1000/s
     event_time_rate: float = 0.0
     wire_format: Literal["json", "avro"] = "json"
+    reference_change_every: int = 0  # records between reference changes; 0 = no reference data
 
     def __post_init__(self) -> None:
         for name in ("late_fraction", "duplicate_fraction", "malformed_fraction"):
@@ -87,6 +93,8 @@ class TrafficProfile:
             raise ValueError("duplicate_fraction + malformed_fraction must be at most 1")
         if self.count < 0 or self.rate < 0 or self.users < 1 or self.pages < 1 or self.products < 1:
             raise ValueError("count and rate must be >= 0; users, pages, products >= 1")
+        if self.reference_change_every < 0:
+            raise ValueError("reference_change_every must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,8 @@ class Manifest:
     acknowledged: int = 0
     failed: int = 0
     valid_event_ids: list[str] = field(default_factory=list)
+    reference_changes: list[dict[str, Any]] = field(default_factory=list)
+    reference_acknowledged: int = 0
 
     @property
     def produced(self) -> int:
@@ -127,6 +137,8 @@ class Manifest:
             "counts": dict(sorted(self.counts.items())), "produced": self.produced,
             "malformed": self.malformed, "acknowledged": self.acknowledged,
             "failed": self.failed, "valid_event_ids": self.valid_event_ids,
+            "reference_changes": self.reference_changes,
+            "reference_acknowledged": self.reference_acknowledged,
         }
         path.write_text(json.dumps(document, default=str))
 
@@ -137,6 +149,8 @@ class Manifest:
             seed=document["seed"], topic=document["topic"], profile=document["profile"],
             counts=Counter(document["counts"]), acknowledged=document["acknowledged"],
             failed=document["failed"], valid_event_ids=document["valid_event_ids"],
+            reference_changes=document.get("reference_changes", []),
+            reference_acknowledged=document.get("reference_acknowledged", 0),
         )
 
 
@@ -160,6 +174,17 @@ class TrafficGenerator:
         self.countries: dict[str, str] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
 
+    def event_time_at(self, index: int) -> datetime:
+        """The event time the stream has reached at record ``index`` (late events aside)."""
+        return self.start + index * self.event_time_step
+
+    def catalogue(self) -> Catalogue | None:
+        """The run's reference data, if the profile asks for it."""
+        if not self.profile.reference_change_every:
+            return None
+        return Catalogue(self.profile.products, self.profile.users, self.profile.seed,
+                         self.start)
+
     def records(self) -> Iterator[Record]:
         profile, rng = self.profile, self.rng
         for index in range(profile.count):
@@ -179,7 +204,7 @@ class TrafficGenerator:
         user = rng.choices(self.users, cum_weights=self.user_cum_weights)[0]
         if user not in self.sessions or rng.random() < 0.05:
             self.sessions[user] = f"s-{uuid.UUID(int=rng.getrandbits(128), version=4).hex[:16]}"
-        occurred = self.start + index * self.event_time_step
+        occurred = self.event_time_at(index)
         if rng.random() < profile.late_fraction:
             occurred -= timedelta(minutes=rng.uniform(0, profile.max_lateness_minutes))
         event_type = rng.choices([t for t, _ in EVENT_MIX], weights=[w for _, w in EVENT_MIX])[0]
@@ -241,12 +266,26 @@ class TrafficGenerator:
 
 def produce_traffic(
     generator: TrafficGenerator, producer: Any, progress: bool = False,
-    stop_requested: list[int] | None = None,
+    stop_requested: list[int] | None = None, reference: Mapping[str, Any] | None = None,
 ) -> Manifest:
-    """Send every record of ``generator`` through ``producer`` at the profile's rate."""
+    """Send every record of ``generator`` through ``producer`` at the profile's rate, and the
+    reference changes (if the profile has them) through ``reference``'s producer of each
+    entity's topic."""
     profile = generator.profile
     manifest = Manifest(seed=profile.seed, topic=producer.topic,
                         profile=asdict(profile))
+    catalogue = generator.catalogue()
+    producers: Mapping[str, Any] = reference or {}
+    if catalogue is not None and not producers:
+        raise ValueError("the profile has reference data: pass a producer per entity")
+
+    def send_change(change: Change) -> None:
+        producers[change.entity].send(change.key.encode(), change.encoded(),
+                                      headers=change.headers())
+        manifest.reference_changes.append(change.as_manifest())
+
+    for change in catalogue.initial() if catalogue is not None else ():
+        send_change(change)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -264,12 +303,18 @@ def produce_traffic(
         manifest.counts[record.kind] += 1
         if record.kind == "valid":
             manifest.valid_event_ids.append(record.event["event_id"])  # type: ignore[index]
+        if catalogue is not None and index % profile.reference_change_every == 0 and index:
+            send_change(catalogue.change(generator.event_time_at(index)))
         if bar is not None and index % 1000 == 999:
             bar.update(1000)
     producer.flush()
+    for entity_producer in producers.values():
+        entity_producer.flush()
+        manifest.reference_acknowledged += entity_producer.counts.acknowledged
     if bar is not None:
         bar.update(manifest.produced - bar.n)
         bar.close()
     manifest.acknowledged = producer.counts.acknowledged
-    manifest.failed = producer.counts.failed
+    manifest.failed = producer.counts.failed + sum(
+        p.counts.failed for p in producers.values())
     return manifest

@@ -32,6 +32,27 @@ PROJECT_ROOT: Path = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
 
 
+class Section(BaseModel):
+    """A settings section whose sub-sections keep their own defaults under partial overrides.
+
+    An environment variable for one key of a sub-section (``..._TOPIC__NAME``) arrives as a
+    dict of just that key; without this, pydantic would build the sub-section from its
+    class defaults and silently drop the field's own (a compacted, kept-forever topic
+    would come back as a 7-day ``delete`` topic)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_field_defaults(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        merged = dict(data)
+        for name, info in cls.model_fields.items():
+            given, default = data.get(name), info.default
+            if isinstance(given, dict) and isinstance(default, BaseModel):
+                merged[name] = {**default.model_dump(exclude_unset=True), **given}
+        return merged
+
+
 class TopicSettings(BaseModel):
     """How one Kafka topic is created; an existing topic that differs is reported."""
 
@@ -41,9 +62,18 @@ class TopicSettings(BaseModel):
     retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1, description="-1 keeps forever")
     cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
     min_insync_replicas: int = Field(1, ge=1)
+    segment_ms: int | None = Field(
+        None, ge=1, description="roll a segment after this long (the log cleaner compacts "
+        "closed segments only); unset: Kafka's default (7 days)")
+    min_compaction_lag_ms: int | None = Field(
+        None, ge=0, description="a record stays uncompacted at least this long, so readers "
+        "that keep up see every change; unset: Kafka's default (0)")
+    delete_retention_ms: int | None = Field(
+        None, ge=0, description="how long a compacted topic keeps a tombstone, so a reader "
+        "that is behind by less still sees the deletion; unset: Kafka's default (1 day)")
 
 
-class KafkaSettings(BaseModel):
+class KafkaSettings(Section):
     """Clients' view of Kafka: where it is, how to authenticate, which topics exist."""
 
     bootstrap_servers: str = Field(
@@ -59,6 +89,17 @@ class KafkaSettings(BaseModel):
         "json", description="what the platform's producers write: JSON, or Avro in the "
         "Confluent wire format with the registry's schemas (readers take both)")
     smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
+    reference_topic: TopicSettings = Field(
+        TopicSettings(name="lambdalake.reference", cleanup_policy="compact", retention_ms=-1,
+                      segment_ms=3_600_000, min_compaction_lag_ms=600_000,
+                      delete_retention_ms=7 * 24 * 3_600_000),
+        description="how each reference entity's compacted topic is created; its name is the "
+        "prefix of the topics' names (``<name>.<entity>``)")
+
+    def entity_topic(self, entity: str) -> TopicSettings:
+        """The compacted topic of one reference entity (the latest value per key)."""
+        return self.reference_topic.model_copy(
+            update={"name": f"{self.reference_topic.name}.{entity}"})
 
     def client_config(self) -> dict[str, str | int | float | bool]:
         """librdkafka (confluent-kafka) connection and security properties."""
@@ -129,7 +170,7 @@ Compatibility = Literal["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_T
                         "FULL", "FULL_TRANSITIVE", "NONE"]
 
 
-class RegistrySettings(BaseModel):
+class RegistrySettings(Section):
     """The schema registry: any Confluent-compatible one, or the stack's own Apicurio."""
 
     url: str = Field(
@@ -226,6 +267,8 @@ class IngestSettings(BaseModel):
     """The Kafka -> bronze streaming job."""
 
     trigger_interval: str = Field("1 second", description="micro-batch trigger interval")
+    reference_trigger_interval: str = Field(
+        "5 seconds", description="trigger of the reference entities' stream (changes are rare)")
     max_offsets_per_trigger: int = Field(200_000, ge=1, description="back-pressure bound")
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new query starts (a checkpoint overrides it)"

@@ -9,6 +9,7 @@ from lambdalake.contracts import (
     EVENTS_DIR,
     ContractError,
     ContractRegistry,
+    EntityRegistry,
     contracts_markdown,
     encode_event,
     evolution_problems,
@@ -119,5 +120,42 @@ def test_the_shipped_contracts_evolve_compatibly() -> None:
 def test_the_event_docs_are_generated_from_the_contracts() -> None:
     docs = (PROJECT_ROOT / "docs" / "events.md").read_text()
     assert docs == contracts_markdown(ContractRegistry()) + "\n", (
-        "docs/events.md is stale: run `lambdalake contracts docs > docs/events.md`"
+        "docs/events.md is stale: run `lambdalake docs`"
     )
+    entities = (PROJECT_ROOT / "docs" / "entities.md").read_text()
+    assert entities == contracts_markdown(EntityRegistry()) + "\n", (
+        "docs/entities.md is stale: run `lambdalake docs`")
+
+
+PRODUCT = {"entity": "product", "schema_version": 1, "product_id": "product-0001",
+           "name": "Kettle", "category": "garden", "brand": "acme",
+           "list_price": Decimal("19.99"), "updated_at": "2026-11-22T10:00:00.000Z"}
+
+
+def test_entity_contracts_name_their_key_and_validity_time() -> None:
+    entities = EntityRegistry()
+    assert entities.entities == ["product", "user_profile"]
+    assert entities.latest("product").key == "product_id"
+    assert entities.latest("user_profile").key == "user_id"
+    assert entities.latest("product").fields["list_price"].spark_type == "DECIMAL(18,2)"
+    entities.validate("product", PRODUCT)
+    assert evolution_problems(entities) == []
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"list_price": Decimal("-1")}, "list_price"),
+    ({"category": "weapons"}, "category"),
+    ({"updated_at": "yesterday"}, "updated_at"),
+    ({"entity": "user_profile"}, "entity"),
+])
+def test_an_entity_record_that_breaks_its_contract_says_which_field(change, problem) -> None:
+    errors = EntityRegistry().errors("product", {**PRODUCT, **change})
+    assert errors and problem in " ".join(errors)
+
+
+def test_an_entity_contract_without_a_required_key_is_refused(tmp_path: Path) -> None:
+    document = json.loads((PROJECT_ROOT / "schemas" / "entities" / "product.v1.json").read_text())
+    document["x-key"] = "brand_new"
+    (tmp_path / "product.v1.json").write_text(json.dumps(document))
+    with pytest.raises(ContractError, match="x-key"):
+        EntityRegistry(tmp_path)

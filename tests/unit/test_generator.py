@@ -1,11 +1,14 @@
+import json
 from collections import Counter
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from lambdalake.contracts import ContractRegistry, encode_event
+from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.contracts import ContractRegistry, EntityRegistry, encode_event
 from lambdalake.generator import (
     AVRO_MALFORMED_KINDS,
     MALFORMED_KINDS,
@@ -90,8 +93,8 @@ class CountingProducer:
 
         self.counts = Counts()
 
-    def send(self, key, value) -> None:
-        self.sent.append((key, value))
+    def send(self, key, value, headers=None) -> None:
+        self.sent.append((key, value, headers))
         self.counts.acknowledged += 1
 
     def flush(self) -> int:
@@ -108,3 +111,54 @@ def test_manifest_reconciles_and_round_trips(tmp_path: Path) -> None:
     again = Manifest.read(tmp_path / "m.json")
     assert again.counts == manifest.counts and again.valid_event_ids == manifest.valid_event_ids
     assert again.malformed == manifest.malformed > 0
+
+
+def test_reference_changes_travel_beside_the_events_inside_their_hours(tmp_path: Path) -> None:
+    events = CountingProducer()
+    reference = {"product": CountingProducer(), "user_profile": CountingProducer()}
+    profile = TrafficProfile(count=20_000, seed=4, start_time=START, users=300, products=50,
+                             event_time_rate=5, reference_change_every=40)
+    manifest = produce_traffic(TrafficGenerator(profile), events, reference=reference)
+    plain = CountingProducer()
+    produce_traffic(TrafficGenerator(replace(profile, reference_change_every=0)), plain)
+    assert events.sent == plain.sent  # the events are the same with reference data or without
+
+    changes = manifest.reference_changes
+    assert len(changes) == manifest.reference_acknowledged == sum(
+        len(p.sent) for p in reference.values())
+    assert set(Counter(c["kind"] for c in changes)) == {
+        "initial", "price_change", "recategorisation", "new_product", "product_deletion",
+        "segment_change", "new_profile", *REFERENCE_MALFORMED_KINDS}
+    initial = [c for c in changes if c["kind"] == "initial"]
+    assert {c["key"] for c in initial if c["entity"] == "product"} == {
+        f"product-{n:04d}" for n in range(50)}
+    assert 0.8 < sum(c["entity"] == "user_profile" for c in initial) / 300 < 1.0
+    later = [datetime.fromisoformat(c["updated_at"]) for c in changes if c["kind"] != "initial"]
+    assert START < min(later) and max(later) < START + timedelta(seconds=20_000 / 5)
+
+    entities = EntityRegistry()
+    for entity, producer in reference.items():
+        mine = [c for c in changes if c["entity"] == entity]
+        assert [k.decode() for k, _, _ in producer.sent] == [c["key"] for c in mine]
+        for (key, value, headers), change in zip(producer.sent, mine, strict=True):
+            if change["kind"] == "product_deletion":  # a tombstone, its time in a header
+                assert value is None and change["value"] is None
+                assert headers == {"updated_at": change["updated_at"].encode()}
+                continue
+            assert not headers
+            try:
+                record = json.loads(value, parse_float=Decimal)
+                problems = entities.errors(entity, record)
+                problems += [] if record[entities.latest(entity).key] == key.decode() else ["key"]
+            except ValueError:
+                problems = ["not JSON"]
+            assert bool(problems) == (change["kind"] in REFERENCE_MALFORMED_KINDS), change
+
+    manifest.write(tmp_path / "m.json")
+    assert Manifest.read(tmp_path / "m.json").reference_changes == changes
+
+
+def test_reference_data_needs_its_producers() -> None:
+    profile = TrafficProfile(count=10, start_time=START, reference_change_every=5)
+    with pytest.raises(ValueError, match="producer per entity"):
+        produce_traffic(TrafficGenerator(profile), CountingProducer())

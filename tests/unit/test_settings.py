@@ -24,6 +24,20 @@ def test_environment_overrides_nested_settings(monkeypatch: pytest.MonkeyPatch) 
     assert settings.spark.extra_conf == {"spark.executor.memory": "4g"}
 
 
+def test_overriding_one_key_of_a_topic_keeps_the_rest_of_that_topic_s_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAMBDALAKE_KAFKA__REFERENCE_TOPIC__NAME", "acme.reference")
+    monkeypatch.setenv("LAMBDALAKE_REGISTRY__JOURNAL_TOPIC__NAME", "acme.schemas")
+    settings = Settings()
+    product = settings.kafka.entity_topic("product")
+    assert product.name == "acme.reference.product"
+    assert (product.cleanup_policy, product.retention_ms) == ("compact", -1)
+    assert product.min_compaction_lag_ms == 600_000
+    journal = settings.registry.journal_topic
+    assert (journal.name, journal.partitions, journal.retention_ms) == ("acme.schemas", 1, -1)
+
+
 def test_bootstrap_servers_follow_the_local_brokers_unless_set() -> None:
     three = Settings(broker={"count": 3, "first_port": 9092})
     assert three.kafka.bootstrap_servers == "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112"

@@ -6,6 +6,7 @@ Delta writes are idempotent per batch; together a restart, however abrupt, neith
 nor duplicates a record. ``failOnDataLoss`` makes offsets lost to retention stop the query
 loudly instead of being skipped.
 
+The same application runs the reference stream (``lambdalake.ingest.reference``) beside it.
 The driver loop writes the query's progress to ``<state dir>/status/ingest.json`` (last
 batch, rates, per-partition offsets, lag behind the topic's end) for the status command,
 DAG sensors and benchmarks, and on SIGTERM/SIGINT lets the running micro-batch finish
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
+from lambdalake.ingest.reference import start_reference_ingest
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.lake.bronze import write_micro_batch
@@ -85,9 +87,11 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
 
 
 def run(spark: SparkSession, settings: Settings) -> None:
-    """Run the ingest query until it fails or a stop signal arrives."""
+    """Run the ingest query and the reference stream's until one fails or a stop signal
+    arrives."""
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
-    run_until_stopped(settings, QUERY_NAME, [query],
+    reference = start_reference_ingest(spark, settings)
+    run_until_stopped(settings, QUERY_NAME, [query, reference],
                       lambda snapshots: query_progress(snapshots[0]),
                       settings.ingest.status_interval_seconds)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry, FieldRule
+from lambdalake.ingest.checks import any_of, has_json_type, named, violations
 from lambdalake.kafka.schema_registry import AvroSchemas
 from lambdalake.settings import IngestSettings
 
@@ -42,45 +43,6 @@ QUARANTINE_REASONS = (
 """Every ``quarantine_reason``, in the order they are checked (a record gets the first)."""
 NO_AVRO_SCHEMAS = AvroSchemas({}, complete=True)
 """No registered schema: Avro records are quarantined as ``unknown_schema_id``."""
-_INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
-# constraints not checked per field: event_type's const is the dispatch itself, and
-# schema_version's const would refuse newer compatible versions (forward compatibility)
-_SKIPPED_CONSTRAINTS = {"event_type": {"const"}, "schema_version": {"const"}}
-
-
-def _any(conditions: list[Column]) -> Column:
-    """True where any condition is true; nulls count as false (a flat expression)."""
-    from pyspark.sql import functions as F
-
-    if not conditions:
-        return F.lit(False)
-    if len(conditions) == 1:
-        return F.coalesce(conditions[0], F.lit(False))
-    return F.coalesce(F.greatest(*conditions), F.lit(False))
-
-
-def _named(conditions: dict[str, Column]) -> Column:
-    """Comma-separated names of the conditions that hold (for quarantine_detail)."""
-    from pyspark.sql import functions as F
-
-    return F.concat_ws(",", *(F.when(c, F.lit(name)) for name, c in conditions.items()))
-
-
-def _has_json_type(variant_type: Column, json_type: str) -> Column:
-    """Whether a value whose VARIANT type is ``variant_type`` is of JSON Schema ``json_type``."""
-    if json_type == "string":
-        return variant_type == "STRING"
-    if json_type == "boolean":
-        return variant_type == "BOOLEAN"
-    if json_type == "integer":
-        return variant_type.isin(_INTEGER_TYPES) | (
-            variant_type.startswith("DECIMAL(") & variant_type.endswith(",0)")
-        )
-    return variant_type.isin([*_INTEGER_TYPES, "FLOAT", "DOUBLE"]) | variant_type.startswith(
-        "DECIMAL("
-    )
-
-
 def _by_rule(
     contracts: ContractRegistry, field_name: str, wanted: Callable[[FieldRule], bool]
 ) -> list[tuple[FieldRule, list[str]]]:
@@ -102,34 +64,6 @@ def _for_types(event_type: Column, types: list[str], all_types: list[str]) -> Co
     from pyspark.sql import functions as F
 
     return F.lit(True) if types == all_types else event_type.isin(types)
-
-
-def _violations(rule: FieldRule, value: Column, exact: Column) -> list[Column]:
-    """Conditions under which a present, well-typed ``value`` breaks ``rule``'s constraints."""
-    from pyspark.sql import functions as F
-
-    checks: list[Column] = []
-    skipped = _SKIPPED_CONSTRAINTS.get(rule.name, set())
-    for keyword, bound in rule.constraints.items():
-        if keyword in skipped:
-            continue
-        if keyword == "const":
-            checks.append(value != F.lit(bound))
-        elif keyword == "enum":
-            checks.append(~value.isin(list(bound)))
-        elif keyword == "minimum":
-            checks.append(value < F.lit(bound))
-        elif keyword == "maximum":
-            checks.append(value > F.lit(bound))
-        elif keyword == "minLength":
-            checks.append(F.char_length(value) < int(bound))
-        elif keyword == "maxLength":
-            checks.append(F.char_length(value) > int(bound))
-        elif keyword == "pattern":
-            checks.append(~value.rlike(str(bound)))
-        elif keyword == "multipleOf":
-            checks.append((exact % F.lit(bound).cast("DECIMAL(38,18)")) != 0)
-    return checks
 
 
 def _avro_variant(schemas: AvroSchemas) -> Column:
@@ -209,15 +143,15 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
         # a field of another event type's contract is an extra field here, not checked;
         # a value the column type cannot hold (an integer beyond BIGINT) is a wrong type
         **{f"_c_type_{n}": _for_types(event_type, having[n], types) & present[n] & (
-            ~_has_json_type(F.col(f"_t_{n}"), r.json_type) | F.col(f"_x_{n}").isNull()
+            ~has_json_type(F.col(f"_t_{n}"), r.json_type) | F.col(f"_x_{n}").isNull()
         ) for n, r in fields.items()},
-        **{f"_c_missing_{n}": _any([
+        **{f"_c_missing_{n}": any_of([
             _for_types(event_type, requiring, types) & ~present[n]
             for _, requiring in _by_rule(contracts, n, lambda rule: rule.required)
         ]) for n in fields},
-        **{f"_c_rule_{n}": _any([
+        **{f"_c_rule_{n}": any_of([
             _for_types(event_type, having, types)
-            & _any(_violations(rule, F.col(f"_x_{n}"), exact.get(n, F.lit(None))))
+            & any_of(violations(rule, F.col(f"_x_{n}"), exact.get(n, F.lit(None))))
             for rule, having in _by_rule(contracts, n, lambda rule: bool(rule.constraints))
         ]) for n in fields},
     })
@@ -246,9 +180,9 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
          F.lit("")),
         ("unknown_event_type", ~F.coalesce(event_type.isin(contracts.event_types), F.lit(False)),
          F.coalesce(event_type, F.lit(""))),
-        ("wrong_type", _any(list(wrong.values())), _named(wrong)),
-        ("missing_required", _any(list(missing.values())), _named(missing)),
-        ("constraint_violation", _any(list(broken.values())), _named(broken)),
+        ("wrong_type", any_of(list(wrong.values())), named(wrong)),
+        ("missing_required", any_of(list(missing.values())), named(missing)),
+        ("constraint_violation", any_of(list(broken.values())), named(broken)),
         ("timestamp_out_of_range",
          (F.col("_occurred_at") < oldest) | (F.col("_occurred_at") > newest),
          F.concat(F.lit("kafka time "), F.col("timestamp").cast("string"))),

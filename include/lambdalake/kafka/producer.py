@@ -73,11 +73,13 @@ class EventProducer:
             self.counts.failed += 1
             self.counts.errors[error.name()] = self.counts.errors.get(error.name(), 0) + 1
 
-    def send(self, key: bytes | str | None, value: bytes | str | None) -> None:
+    def send(self, key: bytes | str | None, value: bytes | str | None,
+             headers: Mapping[str, bytes] | None = None) -> None:
         """Queue one record; when the local queue is full, wait for the broker (back-pressure)."""
+        wire_headers: dict[str, str | bytes | None] | None = {**headers} if headers else None
         while True:
             try:
-                self._producer.produce(self.topic, value=value, key=key,
+                self._producer.produce(self.topic, value=value, key=key, headers=wire_headers,
                                        on_delivery=self._on_delivery)
                 break
             except BufferError:

@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from lambdalake.contracts import EntityRegistry
 from lambdalake.settings import KafkaSettings, TopicSettings
 
 
@@ -25,11 +26,25 @@ class TopicState:
 
 
 def topic_configs(topic: TopicSettings) -> dict[str, str]:
+    """The topic-level configs settings decide (the optional ones only when set)."""
+    optional = {"segment.ms": topic.segment_ms,
+                "min.compaction.lag.ms": topic.min_compaction_lag_ms,
+                "delete.retention.ms": topic.delete_retention_ms}
     return {
         "retention.ms": str(topic.retention_ms),
         "cleanup.policy": topic.cleanup_policy,
         "min.insync.replicas": str(topic.min_insync_replicas),
+        **{key: str(value) for key, value in optional.items() if value is not None},
     }
+
+
+def platform_topics(kafka: KafkaSettings, entities: EntityRegistry) -> list[TopicSettings]:
+    """The events topic and each reference entity's compacted topic."""
+    return [kafka.events_topic, *(kafka.entity_topic(entity) for entity in entities.entities)]
+
+
+def ensure_platform_topics(kafka: KafkaSettings) -> list[TopicState]:
+    return [ensure_topic(kafka, topic) for topic in platform_topics(kafka, EntityRegistry())]
 
 
 def ensure_topic(kafka: KafkaSettings, topic: TopicSettings, timeout: float = 30.0) -> TopicState:

@@ -1,11 +1,15 @@
-"""Traffic generators as the settings ask for them: JSON, or Avro through the registry."""
+"""Traffic generators as the settings ask for them: JSON, or Avro through the registry; and
+the producers of the reference entities' topics that go with them."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from lambdalake.contracts import EntityRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import event_encoder
+from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings
 
 
@@ -16,3 +20,13 @@ def traffic_generator(settings: Settings, profile: TrafficProfile) -> TrafficGen
     if settings.kafka.events_format == "json":
         return TrafficGenerator(replace(profile, wire_format="json"))
     return TrafficGenerator(replace(profile, wire_format="avro"), avro=event_encoder(settings))
+
+
+def reference_producers(settings: Settings) -> dict[str, EventProducer]:
+    """A producer for each reference entity's compacted topic (created if missing)."""
+    producers = {}
+    for entity in EntityRegistry().entities:
+        topic = settings.kafka.entity_topic(entity)
+        ensure_topic(settings.kafka, topic)
+        producers[entity] = EventProducer(settings.kafka, topic.name)
+    return producers

@@ -54,9 +54,9 @@ class StreamingService:
 
     def start(self, timeout: float = 180.0) -> int:
         """Start unless running; wait until every query reports progress; return the pid."""
-        from lambdalake.kafka.topics import ensure_topic
+        from lambdalake.kafka.topics import ensure_platform_topics
 
-        ensure_topic(self.settings.kafka, self.settings.kafka.events_topic)
+        ensure_platform_topics(self.settings.kafka)
         if self.process.pid() is None:  # a status left by a crashed run must not count
             status_path(self.settings, self.app).unlink(missing_ok=True)
         pid = start_app_process(self.settings, self.app)

@@ -1,4 +1,4 @@
-"""Ingest tests: each test gets its own events topic, lake and checkpoints (isolated state)."""
+"""Ingest tests: each test gets its own topics, lake and checkpoints (isolated state)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lambdalake.ingest.service import ingest_process
-from lambdalake.kafka.topics import ensure_topic
+from lambdalake.kafka.topics import ensure_platform_topics
 from lambdalake.settings import Settings
 from lambdalake.stack.kafka_broker import KafkaCluster
 
@@ -21,6 +21,7 @@ def ingest_settings(
     """Settings (also exported to child processes) for an isolated ingest run."""
     overrides = {
         "LAMBDALAKE_KAFKA__EVENTS_TOPIC__NAME": f"test.events.{uuid.uuid4().hex[:8]}",
+        "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__NAME": f"test.reference.{uuid.uuid4().hex[:8]}",
         "LAMBDALAKE_LAKE__ROOT": str(tmp_path / "lake"),
         "LAMBDALAKE_LAKE__CHECKPOINT_ROOT": str(tmp_path / "checkpoints"),
         "LAMBDALAKE_STATE_DIR": str(tmp_path / "state"),
@@ -31,6 +32,6 @@ def ingest_settings(
     for key, value in overrides.items():
         monkeypatch.setenv(key, value)
     settings = Settings()
-    ensure_topic(settings.kafka, settings.kafka.events_topic)
+    ensure_platform_topics(settings.kafka)
     yield settings
     ingest_process(settings).stop(timeout=30)

@@ -1,0 +1,79 @@
+"""Spark column checks of one contract field, shared by the event and the reference-entity
+classifiers: is a VARIANT value of the field's JSON type, and which of the field's
+constraints does a typed value break. Everything null-safe and flat, so it classifies a
+record instead of failing the query under ANSI SQL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lambdalake.contracts import FieldRule
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+_INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
+# constraints not checked per field: event_type's const is the dispatch itself, and
+# schema_version's const would refuse newer compatible versions (forward compatibility)
+_SKIPPED_CONSTRAINTS = {"event_type": {"const"}, "schema_version": {"const"}}
+
+
+def any_of(conditions: list[Column]) -> Column:
+    """True where any condition is true; nulls count as false (a flat expression)."""
+    from pyspark.sql import functions as F
+
+    if not conditions:
+        return F.lit(False)
+    if len(conditions) == 1:
+        return F.coalesce(conditions[0], F.lit(False))
+    return F.coalesce(F.greatest(*conditions), F.lit(False))
+
+
+def named(conditions: dict[str, Column]) -> Column:
+    """Comma-separated names of the conditions that hold (for quarantine_detail)."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws(",", *(F.when(c, F.lit(name)) for name, c in conditions.items()))
+
+
+def has_json_type(variant_type: Column, json_type: str) -> Column:
+    """Whether a value whose VARIANT type is ``variant_type`` is of JSON Schema ``json_type``."""
+    if json_type == "string":
+        return variant_type == "STRING"
+    if json_type == "boolean":
+        return variant_type == "BOOLEAN"
+    if json_type == "integer":
+        return variant_type.isin(_INTEGER_TYPES) | (
+            variant_type.startswith("DECIMAL(") & variant_type.endswith(",0)")
+        )
+    return variant_type.isin([*_INTEGER_TYPES, "FLOAT", "DOUBLE"]) | variant_type.startswith(
+        "DECIMAL("
+    )
+
+
+def violations(rule: FieldRule, value: Column, exact: Column) -> list[Column]:
+    """Conditions under which a present, well-typed ``value`` breaks ``rule``'s constraints."""
+    from pyspark.sql import functions as F
+
+    checks: list[Column] = []
+    skipped = _SKIPPED_CONSTRAINTS.get(rule.name, set())
+    for keyword, bound in rule.constraints.items():
+        if keyword in skipped:
+            continue
+        if keyword == "const":
+            checks.append(value != F.lit(bound))
+        elif keyword == "enum":
+            checks.append(~value.isin(list(bound)))
+        elif keyword == "minimum":
+            checks.append(value < F.lit(bound))
+        elif keyword == "maximum":
+            checks.append(value > F.lit(bound))
+        elif keyword == "minLength":
+            checks.append(F.char_length(value) < int(bound))
+        elif keyword == "maxLength":
+            checks.append(F.char_length(value) > int(bound))
+        elif keyword == "pattern":
+            checks.append(~value.rlike(str(bound)))
+        elif keyword == "multipleOf":
+            checks.append((exact % F.lit(bound).cast("DECIMAL(38,18)")) != 0)
+    return checks

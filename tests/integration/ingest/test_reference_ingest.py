@@ -1,0 +1,176 @@
+"""Reference data through ingest: every change of the compacted topics lands once in the
+changelog or the quarantine; history and current state equal the manifest's; and after
+Kafka's log cleaner compacted a topic, reading it again gives the same current state."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
+
+from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.contracts import EntityRegistry
+from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.ingest.reference import classify_topics
+from lambdalake.ingest.service import start_ingest_process, wait_caught_up
+from lambdalake.kafka.producer import EventProducer
+from lambdalake.kafka.topics import ensure_platform_topics
+from lambdalake.lake.reference import (
+    CHANGES_TABLE,
+    CURRENT_TABLE,
+    HISTORY_TABLE,
+    QUARANTINE_TABLE,
+    history,
+)
+from lambdalake.operations.traffic import reference_producers
+from lambdalake.settings import Settings
+from tests.support.reference_truth import expected_history, expected_quarantine
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
+ATTRIBUTES = {"product": ("category", "list_price", "brand"),
+              "user_profile": ("segment", "signup_country")}
+
+
+def versions_of(frame: DataFrame) -> set[tuple]:
+    """(entity, key, valid_from, valid_to, attributes...) of history or current rows."""
+    has_end = "valid_to" in frame.columns
+    return {
+        (row.entity, row.entity_key, row.valid_from.astimezone(UTC),
+         row.valid_to.astimezone(UTC) if has_end and row.valid_to else None,
+         *(row[name] for name in ATTRIBUTES[row.entity]))
+        for row in frame.collect()
+    }
+
+
+def as_expected(versions, current_only: bool = False) -> set[tuple]:
+    def typed(name: str, value: object) -> object:
+        return Decimal(value) if name == "list_price" else value
+
+    return {
+        (v.entity, v.key, v.valid_from, v.valid_to,
+         *(typed(name, v.value[name]) for name in ATTRIBUTES[v.entity]))
+        for v in versions if not current_only or v.valid_to is None
+    }
+
+
+def compact_now(settings: Settings, topic: str) -> None:
+    """Let the log cleaner take any closed segment at once: no compaction lag, and not only
+    segments that are half superseded."""
+    admin = AdminClient(settings.kafka.client_config())
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in {"min.cleanable.dirty.ratio": "0.01",
+                            "min.compaction.lag.ms": "0"}.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def records_in(settings: Settings, topics: list[str]) -> int:
+    """How many records the topics hold now, read with a plain consumer (Spark's Kafka
+    source counts offset ranges, compacted gaps included)."""
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(topics)
+    count, quiet = 0, 0
+    try:
+        while quiet < 3:
+            batch = consumer.consume(1000, timeout=1)
+            quiet = 0 if batch else quiet + 1
+            count += sum(message.error() is None for message in batch)
+    finally:
+        consumer.close()
+    return count
+
+
+def topic_records(spark: SparkSession, settings: Settings, topics: list[str]) -> DataFrame:
+    return (spark.read.format("kafka").options(**settings.kafka.spark_options())
+            .option("subscribe", ",".join(topics)).option("includeHeaders", "true")
+            .option("startingOffsets", "earliest").load())
+
+
+def test_reference_changes_land_once_and_history_survives_compaction(
+    ingest_settings: Settings, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAMBDALAKE_KAFKA__REFERENCE_TOPIC__NAME",
+                       f"test.compacting.{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS", "500")  # many closed
+    settings = Settings()
+    ensure_platform_topics(settings.kafka)
+    topics = [settings.kafka.entity_topic(e).name for e in EntityRegistry().entities]
+    start_ingest_process(settings)
+    profile = TrafficProfile(count=4_000, rate=1_000, users=150, products=40, seed=31,
+                             start_time=START, event_time_rate=2, reference_change_every=10)
+    manifest = produce_traffic(
+        TrafficGenerator(profile), EventProducer(settings.kafka, settings.kafka.events_topic.name),
+        reference=reference_producers(settings))
+    changes = manifest.reference_changes
+    assert manifest.failed == 0 and manifest.reference_acknowledged == len(changes)
+    truth = expected_history(changes)
+    quarantined = expected_quarantine(changes)
+    assert quarantined and any(c["kind"] == "product_deletion" for c in changes)
+
+    wait_caught_up(settings, timeout=300)
+
+    def landed() -> int:
+        paths = [settings.table_path(t) for t in (CHANGES_TABLE, QUARANTINE_TABLE)]
+        if not all(DeltaTable.isDeltaTable(spark, path) for path in paths):
+            return 0
+        return sum(spark.read.format("delta").load(path).count() for path in paths)
+
+    deadline = time.monotonic() + 120  # the reference stream has its own, slower trigger
+    while landed() < len(changes) and time.monotonic() < deadline:
+        time.sleep(2)
+    changelog = spark.read.format("delta").load(settings.table_path(CHANGES_TABLE))
+    quarantine = spark.read.format("delta").load(settings.table_path(QUARANTINE_TABLE))
+    valid = len(changes) - sum(quarantined.values())
+    assert changelog.count() == valid
+    assert {r.quarantine_reason: r["count"] for r in
+            quarantine.groupBy("quarantine_reason").count().collect()} == quarantined
+    coordinates = changelog.select("topic", "partition", "offset").union(
+        quarantine.select("topic", "partition", "offset"))
+    assert coordinates.distinct().count() == len(changes)
+
+    # the lake's history and current state are the manifest's (the refresh follows the
+    # changelog's commit within the same micro-batch)
+    def lake(table: str) -> set[tuple]:
+        try:
+            return versions_of(spark.read.format("delta").load(settings.table_path(table)))
+        except AnalysisException:  # not written yet
+            return set()
+
+    wanted = {HISTORY_TABLE: as_expected(truth), CURRENT_TABLE: as_expected(truth, True)}
+    deadline = time.monotonic() + 60
+    while any(lake(t) != rows for t, rows in wanted.items()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert lake(HISTORY_TABLE) == wanted[HISTORY_TABLE]
+    assert lake(CURRENT_TABLE) == wanted[CURRENT_TABLE]
+    current = spark.read.format("delta").load(settings.table_path(CURRENT_TABLE))
+    assert current.groupBy("entity", "entity_key").count().where("count > 1").count() == 0
+
+    # the log cleaner drops superseded values from the topics; the changelog keeps them, and
+    # the compacted topics alone still give the same current state, deletions included, for
+    # every key whose last record is well-formed (a malformed last record shadows the key's
+    # good value once the cleaner has run: the changelog still has it)
+    for topic in topics:
+        compact_now(settings, topic)
+    deadline = time.monotonic() + 120
+    while records_in(settings, topics) >= len(changes):
+        assert time.monotonic() < deadline, "the log cleaner did not compact the topics"
+        time.sleep(3)
+    last = {(c["entity"], c["key"]): c["kind"] for c in changes}
+    shadowed = {key for key, kind in last.items() if kind in REFERENCE_MALFORMED_KINDS}
+    compacted = classify_topics(topic_records(spark, settings, topics), EntityRegistry(),
+                                settings).where("quarantine_reason IS NULL")
+    rebuilt = versions_of(history(compacted).where("valid_to IS NULL").drop("valid_to"))
+    assert {v for v in rebuilt if v[:2] not in shadowed} == {
+        v for v in as_expected(truth, current_only=True) if v[:2] not in shadowed}
