@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.views.definition import UNKNOWN_MEMBER
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,13 @@ def expected_quarantine(changes: list[dict[str, Any]]) -> dict[str, int]:
         if change["kind"] in REFERENCE_MALFORMED_KINDS:
             reasons[change["kind"]] += 1
     return dict(reasons)
+
+
+def as_of(versions: list[Version], entity: str, key: str, moment: datetime,
+          attribute: str) -> str:
+    """The attribute of ``key``'s version valid at ``moment``, or the unknown member."""
+    for version in versions:
+        if (version.entity, version.key) == (entity, key) and version.valid_from <= moment and (
+                version.valid_to is None or moment < version.valid_to):
+            return str(version.value[attribute])
+    return UNKNOWN_MEMBER

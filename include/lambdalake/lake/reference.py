@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import EntityRegistry
+from lambdalake.lake.bookkeeping import table_exists
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS, append_once, with_ingest_time
 from lambdalake.settings import Settings
 
@@ -117,11 +118,19 @@ def _replace(frame: DataFrame, path: str, where: str) -> None:
      .option("mergeSchema", "true").partitionBy("entity").save(path))
 
 
-def read_history(spark: SparkSession, settings: Settings, entity: str) -> DataFrame:
+def read_versions(spark: SparkSession, settings: Settings, entity: str,
+                  attributes: list[str]) -> DataFrame:
+    """The history of ``entity``'s keys for a point-in-time join: ``entity_key``,
+    ``valid_from``, ``valid_to`` and ``attributes`` (no rows before any change arrived)."""
     from pyspark.sql import functions as F
 
-    return (spark.read.format("delta").load(settings.table_path(HISTORY_TABLE))
-            .where(F.col("entity") == entity))
+    path = settings.table_path(HISTORY_TABLE)
+    if not table_exists(path):
+        schema = ", ".join(["entity_key STRING", "valid_from TIMESTAMP", "valid_to TIMESTAMP",
+                            *(f"{name} STRING" for name in attributes)])
+        return spark.createDataFrame([], schema)
+    return (spark.read.format("delta").load(path).where(F.col("entity") == entity)
+            .select("entity_key", "valid_from", "valid_to", *attributes))
 
 
 def read_current(spark: SparkSession, settings: Settings, entity: str) -> DataFrame:

@@ -243,11 +243,10 @@ def _usual_row_count(subject: str) -> Expectation:
 
 
 def columns_read_by_views(views: Iterable[ViewDefinition]) -> set[str]:
-    """Bronze columns some view reads: event time, dimensions, measured columns."""
+    """Bronze columns some view reads: event time, join keys, dimensions, measured columns."""
     columns: set[str] = set()
     for view in views:
-        columns |= {view.event_time, *view.dimensions}
-        columns |= {m.column for m in view.measures if m.column}
+        columns |= set(view.event_columns)
     return columns
 
 

@@ -62,9 +62,8 @@ def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
     from pyspark.sql import functions as F
 
     types = sorted({t for view in views for t in view.event_types})
-    columns = list(dict.fromkeys(["event_id", "event_type", views[0].event_time, *(
-        c for view in views for c in [*view.dimensions, *(m.column for m in view.measures)]
-        if c is not None)]))
+    columns = list(dict.fromkeys(["event_id", "event_type", views[0].event_time,
+                                  *(c for view in views for c in view.event_columns)]))
     return events.where(F.col("event_type").isin(types)).select(*columns)
 
 

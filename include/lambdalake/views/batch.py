@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING
 from lambdalake.lake.bookkeeping import table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
+from lambdalake.lake.reference import read_versions
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.catalog import current_version, physical_table, switch_version
 from lambdalake.views.definition import ViewDefinition
+from lambdalake.views.enrichment import as_of_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +83,16 @@ def compute_slice(
 ) -> DataFrame:
     """The view's rows for [start, end) from bronze at ``bronze_version`` (no lineage)."""
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
-    return aggregate(first_copies(events), view)
+    return aggregate_enriched(spark, settings, first_copies(events), view)
+
+
+def aggregate_enriched(spark: SparkSession, settings: Settings, events: DataFrame,
+                       view: ViewDefinition) -> DataFrame:
+    """The view's rows over deduplicated ``events``, its joins made as of event time."""
+    if view.joins:
+        events = as_of_event_time(events, view, lambda join: read_versions(
+            spark, settings, join.entity, join.attributes))
+    return aggregate(events, view)
 
 
 def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame:
@@ -113,7 +124,8 @@ def recompute_views(
     try:
         return [
             write_slice(spark, settings, view, start, end,
-                        with_lineage(aggregate(events, view), run_id, bronze_version)
+                        with_lineage(aggregate_enriched(spark, settings, events, view), run_id,
+                                     bronze_version)
                         .repartition("window_start"),  # one file per hour partition
                         bronze_version)
             for view in views
@@ -126,8 +138,7 @@ def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
     """The bronze columns these views read."""
     columns = {"event_type"}
     for view in views:
-        columns |= {view.event_time, *view.dimensions,
-                    *(m.column for m in view.measures if m.column)}
+        columns |= set(view.event_columns)
     return sorted(columns)
 
 
@@ -181,7 +192,8 @@ def build_version(
     bronze_path = settings.table_path(BRONZE_TABLE)
     bronze_version = table_version(bronze_path)
     events = spark.read.format("delta").option("versionAsOf", bronze_version).load(bronze_path)
-    rows = with_lineage(aggregate(first_copies(events), view), run_id, bronze_version)
+    rows = with_lineage(aggregate_enriched(spark, settings, first_copies(events), view), run_id,
+                        bronze_version)
     path = settings.table_path(physical_table(view.name, version))
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
         .partitionBy("window_start").save(path)

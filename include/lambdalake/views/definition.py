@@ -10,6 +10,12 @@ load: every column must exist in the events the view reads, every measure's kind
 ``lambdalake.views.measures.MEASURE_KINDS``, and sums, extremes and percentiles need
 numeric columns.
 
+A view may join reference data (``joins``): an entity, the event column holding its key,
+and the entity's attributes the view uses as dimensions. The attributes become columns of
+the view's events: as of each event's time in the batch layer, as of processing time in the
+speed layer (``lambdalake.views.enrichment``). An event whose key has no version then
+gets ``UNKNOWN_MEMBER``. Joins are checked against the entity contracts.
+
 >>> views = load_views()                       # doctest: +SKIP
 >>> views["page_traffic"].grain_seconds        # doctest: +SKIP
 3600
@@ -29,7 +35,7 @@ from lambdalake.timeutil import duration_seconds
 from lambdalake.views.measures import MEASURE_KINDS, MeasureKind, quantile_rank_error
 
 if TYPE_CHECKING:
-    from lambdalake.contracts import ContractRegistry
+    from lambdalake.contracts import ContractRegistry, EntityRegistry, FieldRule
 
 VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
 _NUMERIC_SPARK_TYPES = ("BIGINT", "DOUBLE", "DECIMAL")
@@ -72,6 +78,18 @@ class Measure(BaseModel):
         return self.measure_kind.exact_in_speed_layer
 
 
+UNKNOWN_MEMBER = "unknown"
+"""The attribute value of an event whose key has no entity version at the join's time."""
+
+
+class Join(BaseModel):
+    """Reference data a view joins: ``attributes`` of ``entity``, by the event's ``key``."""
+
+    entity: str
+    key: str = Field(description="the event column that holds the entity's key")
+    attributes: list[str] = Field(min_length=1)
+
+
 class ViewDefinition(BaseModel):
     """One view: what it reads, how it groups, what it measures."""
 
@@ -83,6 +101,7 @@ class ViewDefinition(BaseModel):
     event_time: str = "occurred_at"
     dimensions: list[str]
     measures: list[Measure] = Field(min_length=1)
+    joins: list[Join] = Field(default_factory=list)
     approx_distinct_rsd: float = Field(
         0.02, ge=0.001, lt=0.4,
         description="speed layer: bound on the relative standard error of distinct counts",
@@ -105,6 +124,20 @@ class ViewDefinition(BaseModel):
     @property
     def lateness_seconds(self) -> int:
         return duration_seconds(self.lateness)
+
+    @property
+    def joined_columns(self) -> list[str]:
+        """The columns the view's joins add to its events."""
+        return [attribute for join in self.joins for attribute in join.attributes]
+
+    @property
+    def event_columns(self) -> list[str]:
+        """The event columns the view reads (join keys included, joined attributes not)."""
+        joined = set(self.joined_columns)
+        return list(dict.fromkeys([
+            self.event_time, *(j.key for j in self.joins),
+            *(c for c in self.dimensions if c not in joined),
+            *(m.column for m in self.measures if m.column and m.column not in joined)]))
 
     @property
     def key(self) -> list[str]:
@@ -132,7 +165,8 @@ class ViewDefinition(BaseModel):
         hash collision, not a fraction of the count."""
         return math.ceil(rsds * self.approx_distinct_rsd * abs(exact))
 
-    def check_against(self, contracts: ContractRegistry) -> None:
+    def check_against(self, contracts: ContractRegistry,
+                      entities: EntityRegistry | None = None) -> None:
         """Raise ``ViewError`` unless every type and column exists in the contracts."""
         problems = []
         unknown = set(self.event_types) - set(contracts.event_types)
@@ -140,6 +174,9 @@ class ViewDefinition(BaseModel):
             problems.append(f"unknown event types {sorted(unknown)}")
         readable = [contracts.latest(t) for t in self.event_types if t not in unknown]
         fields = {name: rule for c in readable for name, rule in c.fields.items()}
+        if self.joins:
+            problems += self._join_problems(fields, entities)
+            fields = {**fields, **self._joined_fields(entities)}
         for column in [self.event_time, *self.dimensions]:
             if column not in fields:
                 problems.append(f"column {column!r} is in none of {self.event_types}")
@@ -163,6 +200,47 @@ class ViewDefinition(BaseModel):
             problems.append("measure names must be unique and differ from the key columns")
         if problems:
             raise ViewError(f"view {self.name!r}: " + "; ".join(problems))
+
+
+    def _join_problems(self, fields: dict[str, FieldRule],
+                       entities: EntityRegistry | None) -> list[str]:
+        from lambdalake.contracts import EntityRegistry
+
+        entities = entities or EntityRegistry()
+        problems = []
+        for join in self.joins:
+            if join.entity not in entities.entities:
+                problems.append(f"join: unknown entity {join.entity!r}")
+                continue
+            contract = entities.latest(join.entity)
+            if join.key not in fields:
+                problems.append(f"join {join.entity}: key column {join.key!r} is in none of "
+                                f"{self.event_types}")
+            elif fields[join.key].spark_type != contract.fields[contract.key].spark_type:
+                problems.append(f"join {join.entity}: key {join.key!r} is "
+                                f"{fields[join.key].spark_type}, {contract.key!r} is not")
+            for attribute in join.attributes:
+                rule = contract.fields.get(attribute)
+                if rule is None:
+                    problems.append(f"join {join.entity}: no attribute {attribute!r}")
+                elif rule.spark_type != "STRING":  # the unknown member is a string
+                    problems.append(f"join {join.entity}: attribute {attribute!r} is "
+                                    f"{rule.spark_type}; only STRING attributes join")
+                elif attribute in fields:
+                    problems.append(f"join {join.entity}: attribute {attribute!r} would hide "
+                                    "the event column of that name")
+        if len(set(self.joined_columns)) != len(self.joined_columns):
+            problems.append("joins: an attribute is joined twice")
+        return problems
+
+    def _joined_fields(self, entities: EntityRegistry | None) -> dict[str, FieldRule]:
+        from lambdalake.contracts import EntityRegistry
+
+        entities = entities or EntityRegistry()
+        return {attribute: entities.latest(join.entity).fields[attribute]
+                for join in self.joins if join.entity in entities.entities
+                for attribute in join.attributes
+                if attribute in entities.latest(join.entity).fields}
 
 
 def view_names(directory: Path = VIEWS_DIR) -> list[str]:

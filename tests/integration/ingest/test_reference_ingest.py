@@ -1,12 +1,13 @@
 """Reference data through ingest: every change of the compacted topics lands once in the
-changelog or the quarantine; history and current state equal the manifest's; and after
-Kafka's log cleaner compacted a topic, reading it again gives the same current state."""
+changelog or the quarantine; history and current state equal the manifest's; a view joined
+as of event time counts what the manifest says; and after Kafka's log cleaner compacted a
+topic, reading it again gives the same current state."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ from lambdalake.ingest.reference import classify_topics
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_platform_topics
+from lambdalake.lake.bookkeeping import table_version
+from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.reference import (
     CHANGES_TABLE,
     CURRENT_TABLE,
@@ -32,12 +35,27 @@ from lambdalake.lake.reference import (
 )
 from lambdalake.operations.traffic import reference_producers
 from lambdalake.settings import Settings
-from tests.support.reference_truth import expected_history, expected_quarantine
+from lambdalake.views.batch import compute_slice
+from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition
+from tests.support.ground_truth import expected_view, manifest_events
+from tests.support.reference_truth import (
+    as_of,
+    expected_history,
+    expected_quarantine,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
+SALES_BY_CATEGORY = ViewDefinition.model_validate({
+    "name": "sales_by_category", "description": "Cart additions and purchases per category.",
+    "event_types": ["add_to_cart", "purchase"], "grain": "1 hour", "lateness": "10 minutes",
+    "dimensions": ["category"],
+    "measures": [{"name": "events", "kind": "count"},
+                 {"name": "units", "kind": "sum", "column": "quantity"}],
+    "joins": [{"entity": "product", "key": "product_id", "attributes": ["category"]}],
+})
 ATTRIBUTES = {"product": ("category", "list_price", "brand"),
               "user_profile": ("segment", "signup_country")}
 
@@ -156,6 +174,22 @@ def test_reference_changes_land_once_and_history_survives_compaction(
     assert lake(CURRENT_TABLE) == wanted[CURRENT_TABLE]
     current = spark.read.format("delta").load(settings.table_path(CURRENT_TABLE))
     assert current.groupBy("entity", "entity_key").count().where("count > 1").count() == 0
+
+    # a view joined with the products as of each event's time counts what the truth counts,
+    # events of deleted products under the unknown member
+    bronze_version = table_version(settings.table_path(BRONZE_TABLE))
+    answer = compute_slice(spark, settings, SALES_BY_CATEGORY, START - timedelta(hours=1),
+                           START + timedelta(hours=1), bronze_version).toPandas()
+    events = manifest_events(manifest)
+    events["category"] = [
+        as_of(truth, "product", product, moment.to_pydatetime().replace(tzinfo=UTC), "category")
+        if isinstance(product, str) else None
+        for product, moment in zip(events["product_id"], events["occurred_at"], strict=True)]
+    expected = expected_view(events, SALES_BY_CATEGORY, START - timedelta(hours=1),
+                             START + timedelta(hours=1))
+    assert UNKNOWN_MEMBER in set(expected["category"])
+    assert sorted(map(tuple, answer[["window_start", "category", "events", "units"]].values)) == (
+        sorted(map(tuple, expected[["window_start", "category", "events", "units"]].values)))
 
     # the log cleaner drops superseded values from the topics; the changelog keeps them, and
     # the compacted topics alone still give the same current state, deletions included, for

@@ -42,6 +42,17 @@ def write_view(directory: Path, **changes: object) -> None:
         ({"grain": "hourly"}, "is not a duration"),
         ({"measures": [{"name": "n", "kind": "count", "event_types": ["page_view"]}]},
          "which the view does not read"),
+        ({"joins": [{"entity": "warehouse", "key": "product_id", "attributes": ["city"]}]},
+         "unknown entity 'warehouse'"),
+        ({"joins": [{"entity": "product", "key": "sku", "attributes": ["category"]}]},
+         "key column 'sku' is in none of"),
+        ({"joins": [{"entity": "product", "key": "product_id", "attributes": ["colour"]}]},
+         "no attribute 'colour'"),
+        ({"joins": [{"entity": "product", "key": "product_id", "attributes": ["list_price"]}]},
+         "only STRING attributes join"),
+        ({"joins": [{"entity": "product", "key": "product_id", "attributes": ["product_id"]}]},
+         "would hide the event column"),
+        ({"dimensions": ["segment"]}, "column 'segment' is in none of"),
     ],
 )
 def test_bad_definitions_name_the_view_and_the_problem(
@@ -72,3 +83,12 @@ def test_the_sketch_is_the_smallest_whose_standard_error_is_within_the_stated_rs
 def test_adding_a_view_is_adding_a_file(tmp_path: Path) -> None:
     write_view(tmp_path, name="device_sales", dimensions=["device"])
     assert "device_sales" in load_views(tmp_path)
+
+
+def test_a_view_groups_by_the_attributes_it_joins(tmp_path: Path) -> None:
+    write_view(tmp_path, name="sales_by_segment", dimensions=["segment", "currency"],
+               joins=[{"entity": "user_profile", "key": "user_id", "attributes": ["segment"]}])
+    view = load_views(tmp_path)["sales_by_segment"]
+    assert view.joined_columns == ["segment"]
+    assert "segment" not in view.event_columns and {"user_id", "currency"} <= set(
+        view.event_columns)

@@ -1,0 +1,43 @@
+"""Reference data on a view's events: the joins a view declares, in Spark.
+
+The batch layer joins *as of event time*: each event gets the version of the entity that
+was valid when the event happened (``reference_history``'s ``[valid_from, valid_to)``), so
+recomputing an interval gives the same answer however late it runs, as long as the
+entity's changes are not themselves backdated. An event whose key has no version at its
+time (never known, not yet created, or deleted) gets ``UNKNOWN_MEMBER`` for each
+attribute: it is never dropped and never a silent null, and the view counts it under that
+member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Versions = Callable[[Join], "DataFrame"]
+"""The versions of a join's entity: ``entity_key``, ``valid_from``, ``valid_to`` and the
+join's attributes."""
+
+
+def as_of_event_time(events: DataFrame, view: ViewDefinition, versions: Versions) -> DataFrame:
+    """``events`` with the attributes of every join of ``view``, each from the entity version
+    valid at the event's ``view.event_time``."""
+    from pyspark.sql import functions as F
+
+    when = F.col(view.event_time)
+    for number, join in enumerate(view.joins):
+        key, start, end = (f"_join{number}_{name}" for name in ("key", "from", "to"))
+        valid = versions(join).select(
+            F.col("entity_key").alias(key), F.col("valid_from").alias(start),
+            F.col("valid_to").alias(end), *join.attributes)
+        matches = ((F.col(join.key) == F.col(key)) & (F.col(start) <= when)
+                   & (F.col(end).isNull() | (when < F.col(end))))
+        events = (events.join(F.broadcast(valid), matches, "left").drop(key, start, end)
+                  .withColumns({attribute: F.coalesce(F.col(attribute), F.lit(UNKNOWN_MEMBER))
+                                for attribute in join.attributes}))
+    return events
