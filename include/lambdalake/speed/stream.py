@@ -11,7 +11,9 @@ view's one definition (``partials_of``: distinct counts as HyperLogLog sketches;
 ``lambdalake.speed.partials``). Views that share a lateness allowance share the parsing and
 the deduplication, and no view keeps aggregation state: the only state is the counted
 event ids, beside the query's checkpoint, bounded by the watermark and kept across
-restarts. The Spark side is one stateless job per micro-batch.
+restarts. The Spark side is one stateless job per micro-batch. Views that join reference
+data take each entity's current attributes (``CurrentReference``, rebuilt from the
+compacted topics at start) as of the micro-batch's processing time.
 
 Late rows are counted per view (a row counts for every view that reads its event type) and
 reported in the status; the batch layer includes those events. Rows reach Delta through
@@ -32,9 +34,11 @@ from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.partials import partials_of
 from lambdalake.speed.realtime import RealtimeTable, check_format
+from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.enrichment import as_of_now
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,19 +80,22 @@ def valid_events(records: DataFrame, settings: Settings, contracts: ContractRegi
 
 
 def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEvents,
-                   app_id: str, batch_id: int) -> None:
+                   app_id: str, batch_id: int, reference: CurrentReference) -> None:
     """Append each view's partial aggregates of one micro-batch's newly seen, timely events.
     The batch (the few columns the views read) is collected once, as Arrow, deduplicated
-    and aggregated there per view: one Spark job per micro-batch."""
+    and aggregated there per view: one Spark job per micro-batch. A view's joins take the
+    reference data's current state (as of processing time)."""
     admission = seen.admit(events.toArrow(), batch_id)
     for table in tables:
-        table.append(partials_of(admission.events, table.view), app_id, batch_id)
+        rows = (as_of_now(admission.events, table.view, reference.lookup) if table.view.joins
+                else admission.events)
+        table.append(partials_of(rows, table.view), app_id, batch_id)
     seen.record(admission)  # after the appends: a replay starts from the state before them
 
 
 def start_query(
     spark: SparkSession, settings: Settings, name: str, views: list[ViewDefinition],
-    contracts: ContractRegistry, seen: SeenEvents,
+    contracts: ContractRegistry, seen: SeenEvents, reference: CurrentReference,
 ) -> StreamingQuery:
     app_ids: list[str] = []
     tables = [RealtimeTable(settings, view) for view in views]
@@ -98,7 +105,7 @@ def start_query(
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
         events = view_events(valid_events(records, settings, contracts, schemas), views)
-        write_partials(events, tables, seen, app_ids[0], batch_id)
+        write_partials(events, tables, seen, app_ids[0], batch_id, reference)
 
     return (
         kafka_stream(spark, settings, settings.speed.max_offsets_per_trigger)
@@ -112,10 +119,10 @@ def start_query(
 
 def status_document(
     queries: dict[str, list[ViewDefinition]], snapshots: list[QuerySnapshot],
-    seen: dict[str, SeenEvents], pid: int,
+    seen: dict[str, SeenEvents], pid: int, reference: CurrentReference,
 ) -> dict[str, Any]:
     """The speed layer's status: one entry per view (its query's progress and state, and
-    the view's own late rows)."""
+    the view's own late rows), and the reference state's keys per joined entity."""
     entries: dict[str, dict[str, Any]] = {}
     for snapshot in snapshots:
         state = seen[snapshot.name].status()
@@ -124,7 +131,8 @@ def status_document(
             entries[view.name] = {**query_progress(snapshot), **state,
                                   "dropped_by_watermark_total": late.get(view.name, 0)}
     return {"app": APP, "pid": pid, "written_at": time.time(),
-            "active": all(s.active for s in snapshots), "views": dict(sorted(entries.items()))}
+            "active": all(s.active for s in snapshots), "views": dict(sorted(entries.items())),
+            "reference": reference.status()}
 
 
 def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = None) -> None:
@@ -136,13 +144,20 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
     check_format(settings, [view for group in chosen.values() for view in group])
     seen = {name: SeenEvents(state_directory(settings.checkpoint_path(name)), group)
             for name, group in chosen.items()}
-    queries = [start_query(spark, settings, name, group, contracts, seen[name])
-               for name, group in chosen.items()]
-    described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
-                          for name, group in chosen.items())
-    print(f"speed: {len(queries)} queries started ({described}), pid {os.getpid()}", flush=True)
-    run_until_stopped(
-        settings, APP, queries,
-        lambda snapshots: status_document(chosen, snapshots, seen, os.getpid()),
-        settings.speed.status_interval_seconds,
-    )
+    reference = CurrentReference(settings, [join for group in chosen.values()
+                                            for view in group for join in view.joins])
+    reference.start()  # before the first micro-batch joins with it
+    try:
+        queries = [start_query(spark, settings, name, group, contracts, seen[name], reference)
+                   for name, group in chosen.items()]
+        described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
+                              for name, group in chosen.items())
+        print(f"speed: {len(queries)} queries started ({described}), reference state "
+              f"{reference.status()}, pid {os.getpid()}", flush=True)
+        run_until_stopped(
+            settings, APP, queries,
+            lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference),
+            settings.speed.status_interval_seconds,
+        )
+    finally:
+        reference.close()

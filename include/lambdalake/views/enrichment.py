@@ -1,4 +1,4 @@
-"""Reference data on a view's events: the joins a view declares, in Spark.
+"""Reference data on a view's events: the joins a view declares, in Spark and on Arrow.
 
 The batch layer joins *as of event time*: each event gets the version of the entity that
 was valid when the event happened (``reference_history``'s ``[valid_from, valid_to)``), so
@@ -7,6 +7,13 @@ entity's changes are not themselves backdated. An event whose key has no version
 time (never known, not yet created, or deleted) gets ``UNKNOWN_MEMBER`` for each
 attribute: it is never dropped and never a silent null, and the view counts it under that
 member.
+
+The speed layer joins *as of processing time* (``as_of_now``): each micro-batch's events
+get the attributes the entity has when the batch is processed (the current state the
+speed layer keeps from the compacted topics), with the same unknown member. The two
+answers differ where a key changed within a window: an event before the change counts
+under the old attribute in the batch layer and under the new one in the speed layer if it
+was processed after the change (see the reconciliation's explained differences).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import TYPE_CHECKING
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 Versions = Callable[[Join], "DataFrame"]
@@ -40,4 +48,21 @@ def as_of_event_time(events: DataFrame, view: ViewDefinition, versions: Versions
         events = (events.join(F.broadcast(valid), matches, "left").drop(key, start, end)
                   .withColumns({attribute: F.coalesce(F.col(attribute), F.lit(UNKNOWN_MEMBER))
                                 for attribute in join.attributes}))
+    return events
+
+
+CurrentAttributes = Callable[[Join, list[str | None]], dict[str, list[str | None]]]
+"""The attributes of a join's entity for each key, as they are now (None: no such key)."""
+
+
+def as_of_now(events: pa.Table, view: ViewDefinition, current: CurrentAttributes) -> pa.Table:
+    """``events`` (Arrow) with the attributes of every join of ``view`` as ``current`` has
+    them now; a key without them gets the unknown member."""
+    import pyarrow as pa
+
+    for join in view.joins:
+        found = current(join, events.column(join.key).to_pylist())
+        for attribute in join.attributes:
+            values = [UNKNOWN_MEMBER if v is None else v for v in found[attribute]]
+            events = events.append_column(attribute, pa.array(values, pa.string()))
     return events

@@ -1,7 +1,8 @@
 """Reference data through ingest: every change of the compacted topics lands once in the
 changelog or the quarantine; history and current state equal the manifest's; a view joined
-as of event time counts what the manifest says; and after Kafka's log cleaner compacted a
-topic, reading it again gives the same current state."""
+as of event time counts what the manifest says; the speed layer's current state read from
+the topics is the truth's and follows new changes; and after Kafka's log cleaner compacted
+the topics, that state rebuilt from them is the same."""
 
 from __future__ import annotations
 
@@ -12,15 +13,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 
 from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
-from lambdalake.contracts import EntityRegistry
+from lambdalake.contracts import EntityRegistry, encode_event
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
-from lambdalake.ingest.reference import classify_topics
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_platform_topics
@@ -31,12 +30,12 @@ from lambdalake.lake.reference import (
     CURRENT_TABLE,
     HISTORY_TABLE,
     QUARANTINE_TABLE,
-    history,
 )
 from lambdalake.operations.traffic import reference_producers
 from lambdalake.settings import Settings
+from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.views.batch import compute_slice
-from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition
+from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 from tests.support.ground_truth import expected_view, manifest_events
 from tests.support.reference_truth import (
     as_of,
@@ -56,6 +55,9 @@ SALES_BY_CATEGORY = ViewDefinition.model_validate({
                  {"name": "units", "kind": "sum", "column": "quantity"}],
     "joins": [{"entity": "product", "key": "product_id", "attributes": ["category"]}],
 })
+JOINS = [Join(entity="product", key="product_id", attributes=["category", "brand"]),
+         Join(entity="user_profile", key="user_id", attributes=["segment"])]
+HELD = {join.entity: tuple(join.attributes) for join in JOINS}
 ATTRIBUTES = {"product": ("category", "list_price", "brand"),
               "user_profile": ("segment", "signup_country")}
 
@@ -94,26 +96,22 @@ def compact_now(settings: Settings, topic: str) -> None:
 
 
 def records_in(settings: Settings, topics: list[str]) -> int:
-    """How many records the topics hold now, read with a plain consumer (Spark's Kafka
-    source counts offset ranges, compacted gaps included)."""
+    """How many records the topics hold now (a compacted topic's offsets have gaps)."""
     consumer = Consumer({**settings.kafka.client_config(), "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(topics)
-    count, quiet = 0, 0
+                         "enable.auto.commit": False})
+    metadata = consumer.list_topics(timeout=30)
+    partitions = [TopicPartition(topic, number, OFFSET_BEGINNING) for topic in topics
+                  for number in metadata.topics[topic].partitions]
+    ends = {(p.topic, p.partition): consumer.get_watermark_offsets(p, timeout=30)[1]
+            for p in partitions}
+    consumer.assign(partitions)
+    count = 0
     try:
-        while quiet < 3:
-            batch = consumer.consume(1000, timeout=1)
-            quiet = 0 if batch else quiet + 1
-            count += sum(message.error() is None for message in batch)
+        while any(p.offset < ends[(p.topic, p.partition)] for p in consumer.position(partitions)):
+            count += sum(m.error() is None for m in consumer.consume(1000, timeout=0.5))
     finally:
         consumer.close()
     return count
-
-
-def topic_records(spark: SparkSession, settings: Settings, topics: list[str]) -> DataFrame:
-    return (spark.read.format("kafka").options(**settings.kafka.spark_options())
-            .option("subscribe", ",".join(topics)).option("includeHeaders", "true")
-            .option("startingOffsets", "earliest").load())
 
 
 def test_reference_changes_land_once_and_history_survives_compaction(
@@ -140,10 +138,11 @@ def test_reference_changes_land_once_and_history_survives_compaction(
     wait_caught_up(settings, timeout=300)
 
     def landed() -> int:
-        paths = [settings.table_path(t) for t in (CHANGES_TABLE, QUARANTINE_TABLE)]
-        if not all(DeltaTable.isDeltaTable(spark, path) for path in paths):
+        try:
+            return sum(spark.read.format("delta").load(settings.table_path(table)).count()
+                       for table in (CHANGES_TABLE, QUARANTINE_TABLE))
+        except AnalysisException:  # not written yet
             return 0
-        return sum(spark.read.format("delta").load(path).count() for path in paths)
 
     deadline = time.monotonic() + 120  # the reference stream has its own, slower trigger
     while landed() < len(changes) and time.monotonic() < deadline:
@@ -191,6 +190,31 @@ def test_reference_changes_land_once_and_history_survives_compaction(
     assert sorted(map(tuple, answer[["window_start", "category", "events", "units"]].values)) == (
         sorted(map(tuple, expected[["window_start", "category", "events", "units"]].values)))
 
+    # the speed layer's current state, read from the topics, is the truth's current state,
+    # and follows a change made after it started
+    current_truth = {(v.entity, v.key): tuple(str(v.value[a]) for a in HELD[v.entity])
+                     for v in truth if v.valid_to is None}
+    reference = CurrentReference(settings, JOINS)
+    reference.start(timeout=60)
+    try:
+        assert held(reference) == current_truth
+        assert reference.status()["product"]["skipped"] == sum(
+            c["kind"] in REFERENCE_MALFORMED_KINDS for c in changes)
+        product = next(v for v in truth if v.entity == "product" and v.valid_to is None)
+        renamed = {**product.value, "brand": "newbrand", "updated_at": "2026-11-23T07:00:00.000Z",
+                   "list_price": Decimal(product.value["list_price"])}  # the manifest's: str
+        producer = reference_producers(settings)["product"]
+        producer.send(product.key, encode_event(renamed))
+        assert producer.flush() == 0
+        current_truth[("product", product.key)] = (product.value["category"], "newbrand")
+        deadline = time.monotonic() + 30
+        while held(reference) != current_truth and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert reference.lookup(JOINS[0], [product.key, "product-none"]) == {
+            "category": [product.value["category"], None], "brand": ["newbrand", None]}
+    finally:
+        reference.close()
+
     # the log cleaner drops superseded values from the topics; the changelog keeps them, and
     # the compacted topics alone still give the same current state, deletions included, for
     # every key whose last record is well-formed (a malformed last record shadows the key's
@@ -198,13 +222,20 @@ def test_reference_changes_land_once_and_history_survives_compaction(
     for topic in topics:
         compact_now(settings, topic)
     deadline = time.monotonic() + 120
-    while records_in(settings, topics) >= len(changes):
+    while records_in(settings, topics) > len(changes):  # and the renaming
         assert time.monotonic() < deadline, "the log cleaner did not compact the topics"
-        time.sleep(3)
+        time.sleep(2)
     last = {(c["entity"], c["key"]): c["kind"] for c in changes}
     shadowed = {key for key, kind in last.items() if kind in REFERENCE_MALFORMED_KINDS}
-    compacted = classify_topics(topic_records(spark, settings, topics), EntityRegistry(),
-                                settings).where("quarantine_reason IS NULL")
-    rebuilt = versions_of(history(compacted).where("valid_to IS NULL").drop("valid_to"))
-    assert {v for v in rebuilt if v[:2] not in shadowed} == {
-        v for v in as_expected(truth, current_only=True) if v[:2] not in shadowed}
+    rebuilt = CurrentReference(settings, JOINS)
+    rebuilt.start(timeout=60)
+    try:
+        assert {k: v for k, v in held(rebuilt).items() if k not in shadowed} == {
+            k: v for k, v in current_truth.items() if k not in shadowed}
+    finally:
+        rebuilt.close()
+
+
+def held(reference: CurrentReference) -> dict[tuple[str, str], tuple[str, ...]]:
+    return {(entity, key): values for entity, keys in reference.state.items()
+            for key, values in keys.items()}

@@ -1,0 +1,75 @@
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pyarrow as pa
+
+from lambdalake.contracts import encode_event
+from lambdalake.settings import Settings
+from lambdalake.speed.reference_state import CurrentReference
+from lambdalake.views.definition import ViewDefinition
+from lambdalake.views.enrichment import as_of_now
+
+PRODUCTS = "lambdalake.reference.product"
+
+
+@dataclass
+class Message:
+    """What the state reads of a Kafka record."""
+
+    key_bytes: bytes | None
+    value_bytes: bytes | None
+    topic_name: str = PRODUCTS
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self.topic_name
+
+    def key(self) -> bytes | None:
+        return self.key_bytes
+
+    def value(self) -> bytes | None:
+        return self.value_bytes
+
+
+def product(key: str, category: str, **changes: object) -> bytes:
+    return encode_event({"entity": "product", "schema_version": 1, "product_id": key,
+                         "name": "Kettle", "category": category, "brand": "acme",
+                         "list_price": Decimal("9.99"), "updated_at": "2026-11-23T06:00:00.000Z",
+                         **changes})
+
+
+VIEW = ViewDefinition.model_validate({
+    "name": "units_by_category", "description": "Units per category.",
+    "event_types": ["purchase"], "grain": "1 hour", "lateness": "10 minutes",
+    "dimensions": ["category"], "measures": [{"name": "units", "kind": "sum", "column": "quantity"}],
+    "joins": [{"entity": "product", "key": "product_id", "attributes": ["category"]}],
+})
+
+
+def test_the_state_applies_good_changes_and_deletions_and_skips_bad_ones() -> None:
+    state = CurrentReference(Settings(), VIEW.joins)
+    for message in [
+        Message(b"p1", product("p1", "toys")),
+        Message(b"p2", product("p2", "books")),
+        Message(b"p1", product("p1", "garden")),                        # a re-categorisation
+        Message(b"p2", None),                                           # a deletion
+        Message(b"p1", product("p1", "weapons")),                       # not in the contract
+        Message(b"p1", product("p9", "toys")),                          # another key's value
+        Message(b"p1", b'{"entity": "product", "oops'),                 # not JSON
+        Message(b"p3", product("p3", "toys", list_price=Decimal("-1"))),  # breaks a constraint
+    ]:
+        state._apply(message)
+    assert state.lookup(VIEW.joins[0], ["p1", "p2", "p3", None]) == {
+        "category": ["garden", None, None, None]}
+    assert state.status() == {"product": {"keys": 1, "applied": 3, "deleted": 1, "skipped": 4}}
+
+
+def test_events_take_the_current_attributes_and_unknown_keys_the_unknown_member() -> None:
+    state = CurrentReference(Settings(), VIEW.joins)
+    state._apply(Message(b"p1", product("p1", "toys")))
+    events = pa.table({"product_id": ["p1", "p2", None], "quantity": [1, 2, 3]})
+    enriched = as_of_now(events, VIEW, state.lookup)
+    assert enriched.column("category").to_pylist() == ["toys", "unknown", "unknown"]
+    assert enriched.column("quantity").to_pylist() == [1, 2, 3]
