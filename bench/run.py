@@ -3,7 +3,8 @@
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
     python -m bench.run --only batch        # one benchmark (ingest, batch, speed, serving,
-                                            # late_arrivals, restatement, dag_runs, avro)
+                                            # late_arrivals, restatement, dag_runs, avro,
+                                            # reference)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/ (``results.json`` after each
@@ -19,15 +20,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import avro, batch, dag_runs, ingest, late_arrivals, restatement, serving, speed
+from bench import (
+    avro,
+    batch,
+    dag_runs,
+    ingest,
+    late_arrivals,
+    reference,
+    restatement,
+    serving,
+    speed,
+)
 from bench.common import Result, bench_environment, machine
 from bench.plots import write_plots
 
 RESULTS_DIR = Path(__file__).parent / "results"
 BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,
               "serving": serving.run, "late_arrivals": late_arrivals.run,
-              "restatement": restatement.run, "dag_runs": dag_runs.run, "avro": avro.run}
-NEEDS_KAFKA = {"ingest", "speed", "avro"}
+              "restatement": restatement.run, "dag_runs": dag_runs.run, "avro": avro.run,
+              "reference": reference.run}
+NEEDS_KAFKA = {"ingest", "speed", "avro", "reference"}
 
 
 def _number(value: float) -> str:

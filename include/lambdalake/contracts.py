@@ -156,6 +156,12 @@ def _flat_fields(document: Mapping[str, Any], documents: Mapping[str, Mapping[st
     }
 
 
+def _const_of(fields: Mapping[str, FieldRule], name: str) -> Any:
+    """The ``const`` a contract gives field ``name`` (None: no such field, or no const)."""
+    rule = fields.get(name)
+    return rule.constraints.get("const") if rule else None
+
+
 def _error_messages(validator: Draft202012Validator, document: Mapping[str, Any]) -> list[str]:
     return [f"{'.'.join(map(str, e.absolute_path)) or '(record)'}: {e.message}"
             for e in sorted(validator.iter_errors(document), key=str)]
@@ -171,8 +177,7 @@ class ContractRegistry:
         self.contracts: dict[tuple[str, int], EventContract] = {}
         for event_type, version, path, document in _named_versions(directory, documents):
             fields = _flat_fields(document, documents)
-            if fields.get("event_type", FieldRule("", "", "", False, {})).constraints.get(
-                    "const") != event_type:
+            if _const_of(fields, "event_type") != event_type:
                 raise ContractError(f"{path}: event_type must be const {event_type!r}")
             self.contracts[(event_type, version)] = EventContract(
                 event_type, version, path, document, fields)
@@ -267,8 +272,7 @@ class EntityRegistry:
         for entity, version, path, document in _named_versions(directory, documents):
             fields = _flat_fields(document, documents)
             key = document.get("x-key")
-            if fields.get("entity", FieldRule("", "", "", False, {})).constraints.get(
-                    "const") != entity:
+            if _const_of(fields, "entity") != entity:
                 raise ContractError(f"{path}: entity must be const {entity!r}")
             if not isinstance(key, str) or key not in fields or not fields[key].required:
                 raise ContractError(f"{path}: x-key must name a required field")
@@ -287,13 +291,18 @@ class EntityRegistry:
             raise ContractError(f"unknown entity {entity!r}")
         return self.contracts[(entity, max(versions))]
 
+    @cached_property
+    def _validators(self) -> dict[str, Draft202012Validator]:
+        return {entity: Draft202012Validator(self.latest(entity).document,
+                                             registry=self._registry, format_checker=FORMATS)
+                for entity in self.entities}
+
     def errors(self, entity: str, record: Mapping[str, Any]) -> list[str]:
         """Why ``record`` (the value of a change of ``entity``) breaks its newest contract."""
+        if entity not in self._validators:
+            raise ContractError(f"unknown entity {entity!r}")
         record = json.loads(encode_event(record), parse_float=Decimal)
-        contract = self.latest(entity)
-        validator = Draft202012Validator(contract.document, registry=self._registry,
-                                         format_checker=FORMATS)
-        return _error_messages(validator, record)
+        return _error_messages(self._validators[entity], record)
 
     def validate(self, entity: str, record: Mapping[str, Any]) -> None:
         problems = self.errors(entity, record)
