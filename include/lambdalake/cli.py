@@ -199,25 +199,33 @@ def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.contracts import ContractError, ContractRegistry, evolution_problems
+    from lambdalake.contracts import (
+        ContractError,
+        ContractRegistry,
+        EntityRegistry,
+        evolution_problems,
+    )
     from lambdalake.kafka.schema_registry import (
         UNREACHABLE,
         register_contracts,
         registry_client,
         registry_problems,
     )
+    from lambdalake.kafka.topics import ensure_platform_topics
     from lambdalake.stack.process import StackError
 
     if args.offline and args.action == "register":
         raise StackError("register needs the schema registry: drop --offline")
     contracts = ContractRegistry(args.dir)
     topic, url = settings.kafka.events_topic.name, settings.registry.client_config()["url"]
-    problems = evolution_problems(contracts)
+    problems = evolution_problems(contracts) + evolution_problems(EntityRegistry())
     try:
         if not args.offline:
             client = registry_client(settings.registry)
             problems += registry_problems(client, contracts, topic)
         if not problems and args.action == "register":
+            for state in ensure_platform_topics(settings.kafka):
+                print(f"topic {state.name}: {'created' if state.created else 'as configured'}")
             for entry in register_contracts(client, contracts, topic,
                                             settings.registry.compatibility):
                 print(f"registered {entry.subject} v{entry.version} (schema id "
@@ -427,9 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
         run=cmd_docs
     )
     contracts = commands.add_parser(
-        "contracts", help="check event contracts evolve compatibly, locally and in the registry")
+        "contracts", help="check event (and entity) contracts evolve compatibly, locally and "
+        "in the registry")
     contracts.add_argument("action", nargs="?", choices=["check", "register"], default="check",
-                           help="register: also register them in the schema registry")
+                           help="register: also create the platform's topics and register "
+                           "the event contracts in the schema registry")
     contracts.add_argument("--offline", action="store_true",
                            help="check the files only (no schema registry)")
     contracts.add_argument("--dir", type=Path, default=EVENTS_DIR,
