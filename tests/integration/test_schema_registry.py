@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from lambdalake.cli import main
-from lambdalake.contracts import ContractError, ContractRegistry
+from lambdalake.contracts import ContractError, ContractRegistry, EntityRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
@@ -44,7 +44,16 @@ def test_setup_registers_the_contracts_once_and_the_cli_checks_against_the_regis
     assert main(["contracts", "register"]) == 0
     first = capsys.readouterr().out
     assert main(["contracts", "register"]) == 0
-    assert capsys.readouterr().out == first  # same subjects, versions and schema ids
+    again = capsys.readouterr().out
+
+    def registered(out: str) -> list[str]:
+        return [line for line in out.splitlines() if line.startswith("registered ")]
+
+    assert registered(again) == registered(first)  # same subjects, versions and schema ids
+    topics = [settings.kafka.events_topic.name, *(settings.kafka.entity_topic(e).name
+                                                  for e in EntityRegistry().entities)]
+    assert [f"topic {name}: as configured" for name in topics] == [
+        line for line in again.splitlines() if line.startswith("topic ")]
     for event_type in ContractRegistry().event_types:
         name = subject(settings.kafka.events_topic.name, event_type)
         assert f"registered {name} v1 (schema id " in first
