@@ -149,6 +149,11 @@ def join_seconds(settings: Settings, events: int) -> dict[str, float]:
 
 
 def run(settings: Settings, profile: str) -> list[Result]:
+    kafka = settings.kafka
+    topic = kafka.reference_topic.model_copy(  # a topic of this run's products only
+        update={"name": f"bench.reference.{int(time.time())}"})
+    settings = settings.model_copy(update={"kafka": kafka.model_copy(
+        update={"reference_topic": topic})})
     events = EVENTS[profile]
     print(f"reference: joining {events:,} events with {PRODUCTS:,} products' history",
           flush=True)

@@ -20,6 +20,7 @@ Only the attributes some view joins are held: about a hundred bytes per key and 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
@@ -111,7 +112,8 @@ class CurrentReference:
         if record is None:
             counts["skipped"] += 1
             return
-        held[key] = tuple(str(record[a]) for a in self.attributes[entity])
+        # attributes repeat across keys (a few categories, many products): one copy each
+        held[key] = tuple(sys.intern(str(record[a])) for a in self.attributes[entity])
         counts["applied"] += 1
 
     def _valid_record(self, entity: str, key: str, value: bytes) -> dict[str, Any] | None:
