@@ -12,6 +12,8 @@ from lambdalake.contracts import FieldRule
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
+TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+"""The contracts' date-time (UTC, milliseconds), as Spark parses it."""
 _INTEGER_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
 # constraints not checked per field: event_type's const is the dispatch itself, and
 # schema_version's const would refuse newer compatible versions (forward compatibility)

@@ -28,7 +28,13 @@ from lambdalake.contracts import (
     EntityContract,
     EntityRegistry,
 )
-from lambdalake.ingest.checks import any_of, has_json_type, named, violations
+from lambdalake.ingest.checks import (
+    TIMESTAMP_FORMAT,
+    any_of,
+    has_json_type,
+    named,
+    violations,
+)
 from lambdalake.lake.reference import refresh, write_changes
 from lambdalake.settings import IngestSettings, Settings
 from lambdalake.streaming.runner import active_query_id
@@ -38,7 +44,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_NAME = "reference"
-TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
 REFERENCE_QUARANTINE_REASONS = (
     "missing_key", "empty_value", "oversized", "invalid_utf8", "invalid_json", "wrong_type",
     "missing_required", "constraint_violation", "key_mismatch",

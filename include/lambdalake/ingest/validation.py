@@ -27,14 +27,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry, FieldRule
-from lambdalake.ingest.checks import any_of, has_json_type, named, violations
+from lambdalake.ingest.checks import (
+    TIMESTAMP_FORMAT,
+    any_of,
+    has_json_type,
+    named,
+    violations,
+)
 from lambdalake.kafka.schema_registry import AvroSchemas
 from lambdalake.settings import IngestSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
 QUARANTINE_REASONS = (
     "empty_value", "oversized", "unknown_schema_id", "invalid_avro", "invalid_utf8",
     "invalid_json", "unknown_event_type", "wrong_type", "missing_required",
