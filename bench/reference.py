@@ -68,7 +68,7 @@ def build_state(settings: Settings) -> dict[str, Any]:
     state.start(timeout=3600)
     seconds = time.monotonic() - started
     with_consumer = process.memory_info().rss - before
-    keys = state.status()["product"]["keys"]
+    keys = state.status()["entities"]["product"]["keys"]
     state.close()  # the consumer's fetch buffers go; the state stays referenced
     gc.collect()
     grown = process.memory_info().rss - before

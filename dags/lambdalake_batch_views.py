@@ -77,14 +77,15 @@ def lambdalake_batch_views() -> None:
     @task.sensor(poke_interval=batch.completeness_poke_seconds, mode="reschedule",
                  timeout=timedelta(hours=batch.completeness_timeout_hours))
     def wait_for_bronze(planned: dict[str, Any]) -> PokeReturnValue:
-        """Bronze holds every record that arrived before interval end + lateness."""
-        from lambdalake.ingest.completeness import bronze_completeness
+        """The forever store holds every record (events in bronze, changes in the reference
+        changelog) that arrived before interval end + lateness."""
+        from lambdalake.ingest.completeness import store_completeness
         from lambdalake.orchestration.batch_run import BatchPlan, completeness_moment
 
         run = BatchPlan.from_xcom(planned)
         if run.full_reprocess:
             return PokeReturnValue(is_done=True)
-        completeness = bronze_completeness(settings, completeness_moment(run))
+        completeness = store_completeness(settings, completeness_moment(run))
         print(completeness.describe())
         return PokeReturnValue(is_done=completeness.complete)
 

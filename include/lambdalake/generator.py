@@ -9,7 +9,9 @@ topic can be reconciled record for record.
 
 With ``reference_change_every`` set, reference data travels beside the events
 (``lambdalake.catalogue``): the initial catalogue first, then one change after every that
-many records, valid from the event time reached there; the manifest lists every change.
+many records, valid from the event time reached there. Each change is acknowledged before
+the next record is sent, so Kafka holds changes and events in the order the manifest lists
+them (each change names the record it follows: ``after_record``, -1 for the catalogue).
 
 Events travel as JSON, or (``wire_format="avro"``) as Avro in the Confluent wire format
 through an encoder the caller brings (the registry's); Avro traffic has the malformed kinds
@@ -279,13 +281,19 @@ def produce_traffic(
     if catalogue is not None and not producers:
         raise ValueError("the profile has reference data: pass a producer per entity")
 
-    def send_change(change: Change) -> None:
+    def send_change(change: Change, after_record: int) -> None:
         producers[change.entity].send(change.key.encode(), change.encoded(),
                                       headers=change.headers())
-        manifest.reference_changes.append(change.as_manifest())
+        manifest.reference_changes.append({**change.as_manifest(),
+                                           "after_record": after_record})
+
+    def changes_acknowledged() -> None:  # before the records that follow them are sent
+        for entity_producer in producers.values():
+            entity_producer.flush()
 
     for change in catalogue.initial() if catalogue is not None else ():
-        send_change(change)
+        send_change(change, -1)
+    changes_acknowledged()
     bar = None
     if progress:
         from tqdm import tqdm
@@ -304,7 +312,8 @@ def produce_traffic(
         if record.kind == "valid":
             manifest.valid_event_ids.append(record.event["event_id"])  # type: ignore[index]
         if catalogue is not None and index % profile.reference_change_every == 0 and index:
-            send_change(catalogue.change(generator.event_time_at(index)))
+            send_change(catalogue.change(generator.event_time_at(index)), index)
+            changes_acknowledged()
         if bar is not None and index % 1000 == 999:
             bar.update(1000)
     producer.flush()

@@ -293,6 +293,10 @@ class SpeedSettings(BaseModel):
     trigger_interval: str = Field("500 milliseconds", description="micro-batch trigger interval")
     max_offsets_per_trigger: int = Field(100_000, ge=1, description="back-pressure bound")
     status_interval_seconds: float = Field(1.0, gt=0, description="how often status is written")
+    reference_catch_up_seconds: float = Field(
+        30.0, gt=0, description="a micro-batch that joins reference data first waits at most "
+        "this long for every change its topics held when it began (then it joins with what is "
+        "applied, counted as a stale join in status)")
     freshness_sla_seconds: int = Field(
         120, ge=1, description="supervisor: alert when the newest batch is older than this"
     )

@@ -66,6 +66,51 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
     return pd.DataFrame(rows)
 
 
+def bounds_as_of_processing(events: pd.DataFrame, view: ViewDefinition,
+                            candidates: list[list[set[tuple[str, ...]]]], start: datetime,
+                            end: datetime) -> pd.DataFrame:
+    """What the speed layer may answer for a view with joins, whose attributes are those of
+    processing time: for each window and dimensions, each measure's lowest (``<m>__low``:
+    the events that can only count there) and highest value (``<m>__high``: every event that
+    may count there), and ``certain`` (some event can only count there). ``candidates``: per
+    join (``processing_time_candidates``), per event, the attribute values it may get.
+    Counts, sums of non-negative columns and distinct counts are bounded so."""
+    options = []  # per event, every combination of its joins' candidate values
+    for number in range(len(events)):
+        combos: list[tuple[str, ...]] = [()]
+        for per_event in candidates:
+            combos = [c + value for c in combos for value in sorted(per_event[number])]
+        options.append(combos)
+    exploded = events.assign(_combo=options, _certain=[len(c) == 1 for c in options]
+                             ).explode("_combo", ignore_index=True)
+    for position, column in enumerate(view.joined_columns):
+        exploded[column] = exploded["_combo"].str[position]
+    possible = expected_view(exploded, view, start, end)
+    certain = expected_view(exploded[exploded["_certain"]], view, start, end)
+    key = ["window_start", *view.dimensions]
+    bounds = possible.merge(certain, on=key, how="left", suffixes=("__high", "__low"),
+                            indicator=True)
+    bounds["certain"] = bounds.pop("_merge") == "both"
+    for m in view.measures:
+        if m.kind not in ("count", "sum", "distinct_count"):
+            raise NotImplementedError(f"{m.name}: no processing-time bounds for {m.kind}")
+        if m.kind == "sum" and (exploded[m.column].dropna() < 0).any():
+            raise NotImplementedError(f"{m.name}: a sum of negative values is not bounded")
+        bounds[f"{m.name}__low"] = bounds[f"{m.name}__low"].fillna(0)
+    return bounds
+
+
+ANY_MEMBER = "*"
+
+
+def totals_over_joins(events: pd.DataFrame, view: ViewDefinition, start: datetime,
+                      end: datetime) -> pd.DataFrame:
+    """The view with every joined attribute ``ANY_MEMBER``: per window and other dimension,
+    what the joined attributes' rows add up to, whichever member each event joined."""
+    return expected_view(events.assign(**dict.fromkeys(view.joined_columns, ANY_MEMBER)),
+                         view, start, end)
+
+
 def first_copies(bronze: pd.DataFrame) -> pd.DataFrame:
     """One row per ``event_id``: the copy that reached Kafka first, as the layers keep it."""
     return bronze.sort_values(["partition", "offset"]).drop_duplicates("event_id")
@@ -81,8 +126,11 @@ def manifest_records(manifest: Manifest) -> Iterator[Record]:
 
 
 def manifest_events(manifest: Manifest) -> pd.DataFrame:
-    """Every distinct valid event a generator run produced, regenerated from its manifest."""
-    events = pd.DataFrame([r.event for r in manifest_records(manifest) if r.kind == "valid"])
+    """Every distinct valid event a generator run produced, regenerated from its manifest,
+    with its place in the run's records (``record_index``)."""
+    events = pd.DataFrame([{**r.event, "record_index": index}
+                           for index, r in enumerate(manifest_records(manifest))
+                           if r.kind == "valid"])
     events["occurred_at"] = pd.to_datetime(events["occurred_at"], utc=True).dt.tz_localize(None)
     assert events["event_id"].is_unique and len(events) == len(manifest.valid_event_ids)
     return events

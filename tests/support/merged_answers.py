@@ -11,7 +11,7 @@ import httpx
 import pandas as pd
 
 from lambdalake.views.definition import ViewDefinition
-from tests.support.ground_truth import rank_admits
+from tests.support.ground_truth import ANY_MEMBER, rank_admits
 
 READS = 10  # of a whole answer, each at one high-water mark: a batch run publishes rarely
 
@@ -71,4 +71,46 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
                                 if realtime and not m.exact_in_speed_layer else 0)
             if abs(got - want) > tolerance:
                 problems.append(f"{k} {m.name}: {got} from {row['source']}, truth {want}")
+    return problems
+
+
+def bounded_disagreements(view: ViewDefinition, rows: list[dict[str, Any]],
+                          bounds: pd.DataFrame, totals: pd.DataFrame) -> list[str]:
+    """Where the speed layer's rows of a view with joins (as of processing time) leave the
+    ``bounds`` (``bounds_as_of_processing``), or their counts and sums over the joined
+    attributes differ from ``totals`` (``totals_over_joins``): a join moves an event between
+    members, it never drops one or counts it twice."""
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
+
+    expected = {key(row): row for row in bounds.to_dict("records")}
+    answered = {key(row): row for row in rows}
+    problems = [f"{k}: answered, but no event may count there"
+                for k in answered.keys() - expected.keys()]
+    problems += [f"{k}: not in the answer, though events count only there"
+                 for k, row in expected.items() if row["certain"] and k not in answered]
+    for k in expected.keys() & answered.keys():
+        for m in view.measures:
+            low = Decimal(str(expected[k][f"{m.name}__low"]))
+            high = Decimal(str(expected[k][f"{m.name}__high"]))
+            tolerance = Decimal(0 if m.exact_in_speed_layer else view.distinct_tolerance(
+                float(high), 4))
+            got = Decimal(str(answered[k][m.name]))
+            if not low - tolerance <= got <= high + tolerance:
+                problems.append(f"{k} {m.name}: {got} from realtime, truth in [{low}, {high}]")
+    joined = set(view.joined_columns)
+    others = [i for i, d in enumerate(view.dimensions) if d not in joined]
+    added: dict[tuple[Any, ...], dict[str, Decimal]] = {}
+    for k, row in answered.items():
+        total = added.setdefault((k[0], *(k[1 + i] for i in others)), {})
+        for m in view.measures:
+            total[m.name] = total.get(m.name, Decimal(0)) + Decimal(str(row[m.name]))
+    for row in totals.to_dict("records"):
+        k = (window(row["window_start"]), *(str(row[view.dimensions[i]]) for i in others))
+        for m in view.measures:
+            if m.kind in ("count", "sum"):
+                got = added.get(k, {}).get(m.name, Decimal(0))
+                if got != Decimal(str(row[m.name])):
+                    problems.append(f"{k} {m.name}: {got} over every {ANY_MEMBER} member "
+                                    f"from realtime, truth {row[m.name]}")
     return problems

@@ -84,8 +84,10 @@ def test_bad_profiles_are_rejected() -> None:
 class CountingProducer:
     topic = "t"
 
-    def __init__(self) -> None:
+    def __init__(self, journal: list[str] | None = None, name: str = "events") -> None:
         self.sent: list[tuple] = []
+        self.journal = [] if journal is None else journal  # sends and flushes, in order
+        self.name = name
 
         class Counts:
             acknowledged = 0
@@ -96,8 +98,10 @@ class CountingProducer:
     def send(self, key, value, headers=None) -> None:
         self.sent.append((key, value, headers))
         self.counts.acknowledged += 1
+        self.journal.append(f"send {self.name}")
 
     def flush(self) -> int:
+        self.journal.append(f"flush {self.name}")
         return 0
 
 
@@ -114,8 +118,10 @@ def test_manifest_reconciles_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_reference_changes_travel_beside_the_events_inside_their_hours(tmp_path: Path) -> None:
-    events = CountingProducer()
-    reference = {"product": CountingProducer(), "user_profile": CountingProducer()}
+    journal: list[str] = []
+    events = CountingProducer(journal)
+    reference = {entity: CountingProducer(journal, entity) for entity in ("product",
+                                                                          "user_profile")}
     profile = TrafficProfile(count=20_000, seed=4, start_time=START, users=300, products=50,
                              event_time_rate=5, reference_change_every=40)
     manifest = produce_traffic(TrafficGenerator(profile), events, reference=reference)
@@ -135,6 +141,14 @@ def test_reference_changes_travel_beside_the_events_inside_their_hours(tmp_path:
     assert 0.8 < sum(c["entity"] == "user_profile" for c in initial) / 300 < 1.0
     later = [datetime.fromisoformat(c["updated_at"]) for c in changes if c["kind"] != "initial"]
     assert START < min(later) and max(later) < START + timedelta(seconds=20_000 / 5)
+    assert [c["after_record"] for c in changes] == [-1] * len(initial) + list(
+        range(40, 20_000, 40))
+    # every change is acknowledged (its producer flushed) before the next event is sent
+    for at, entry in enumerate(journal):
+        if entry.startswith("send ") and entry != "send events":
+            following = journal[at + 1:]
+            next_event = following.index("send events") if "send events" in following else None
+            assert f"flush {entry[5:]}" in following[:next_event], at
 
     entities = EntityRegistry()
     for entity, producer in reference.items():

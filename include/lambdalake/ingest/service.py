@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lambdalake.ingest.completeness import entity_topics, reference_offsets
 from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.settings import Settings
 from lambdalake.stack.process import ManagedProcess
@@ -26,5 +27,10 @@ class IngestService(StreamingService):
 
 
 def wait_caught_up(settings: Settings, timeout: float = 300.0) -> dict[str, int]:
-    """Wait until ingest has committed every record now in the topic."""
-    return service.wait_caught_up(settings, QUERY_NAME, timeout)
+    """Wait until ingest has committed every record now in the events topic to bronze (or
+    quarantine), and every change now in the entities' topics to the reference changelog."""
+    events = service.wait_caught_up(settings, QUERY_NAME, timeout)
+    reference = service.wait_caught_up(settings, QUERY_NAME, timeout,
+                                       topics=entity_topics(settings),
+                                       consumed=reference_offsets)
+    return {**events, **reference}

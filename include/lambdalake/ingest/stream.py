@@ -8,7 +8,8 @@ loudly instead of being skipped.
 
 The same application runs the reference stream (``lambdalake.ingest.reference``) beside it.
 The driver loop writes the query's progress to ``<state dir>/status/ingest.json`` (last
-batch, rates, per-partition offsets, lag behind the topic's end) for the status command,
+batch, rates, per-partition offsets, lag behind the topic's end; the reference query's
+under ``reference``) for the status command,
 DAG sensors and benchmarks, and on SIGTERM/SIGINT lets the running micro-batch finish
 before it stops.
 """
@@ -93,5 +94,6 @@ def run(spark: SparkSession, settings: Settings) -> None:
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     reference = start_reference_ingest(spark, settings)
     run_until_stopped(settings, QUERY_NAME, [query, reference],
-                      lambda snapshots: query_progress(snapshots[0]),
+                      lambda snapshots: {**query_progress(snapshots[0]),
+                                         "reference": query_progress(snapshots[1])},
                       settings.ingest.status_interval_seconds)

@@ -26,7 +26,7 @@ instant it began (a change sent twice) was never valid and is left out.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import EntityRegistry
 from lambdalake.lake.bookkeeping import table_exists
@@ -138,3 +138,22 @@ def read_current(spark: SparkSession, settings: Settings, entity: str) -> DataFr
 
     return (spark.read.format("delta").load(settings.table_path(CURRENT_TABLE))
             .where(F.col("entity") == entity))
+
+
+def versions_changing_after(settings: Settings, entity: str, attributes: list[str],
+                            moment: datetime) -> list[dict[str, Any]]:
+    """Without a JVM: every version (``entity_key``, ``valid_from``, ``valid_to`` and
+    ``attributes``) of each of ``entity``'s keys that began or ended after ``moment``,
+    from the last one valid at it on."""
+    from deltalake import DeltaTable
+
+    path = settings.table_path(HISTORY_TABLE)
+    if not table_exists(path):
+        return []
+    rows = DeltaTable(path).to_pyarrow_table(
+        columns=["entity_key", "valid_from", "valid_to", *attributes],
+        partitions=[("entity", "=", entity)]).to_pylist()
+    live = [row for row in rows if row["valid_to"] is None or row["valid_to"] > moment]
+    changing = {row["entity_key"] for row in live
+                if row["valid_from"] > moment or row["valid_to"] is not None}
+    return [row for row in live if row["entity_key"] in changing]

@@ -2,14 +2,18 @@
 
 1. Produce three hours of clickstream ending now — late events (within the views' lateness
    allowance, so every layer counts them), duplicates and malformed records of every kind —
-   and reconcile bronze + quarantine with what was produced once ingest has caught up.
+   with the reference data the enriched views join (a catalogue of products and user
+   profiles, then changes during those hours, on their compacted topics; the first run
+   only), and reconcile
+   bronze + quarantine with what was produced once ingest has caught up.
 2. Wait until the speed layer has consumed it too.
 3. Run the batch DAG through Airflow's REST API, one run over every hour since the
    schedule's first day whose lateness allowance has passed — every hour a scheduled run
    may already have published, so a re-run's traffic reaches all of them. The hours after
    it stay with the speed layer.
-4. Wait until the query API serves the new high-water mark, then show two queries whose
-   answers merge batch rows (before the mark) with real-time rows (after it).
+4. Wait until the query API serves the new high-water mark, then show queries whose
+   answers merge batch rows (before the mark) with real-time rows (after it), one of them
+   of a view enriched with reference data.
 
 Safe to run again: each run produces new traffic (new event ids, so nothing is counted
 twice); the batch run replaces the slices it computes, and the high-water mark only moves
@@ -35,6 +39,7 @@ from lambdalake.settings import Settings
 BATCH_DAG = "lambdalake_batch_views"
 TRAFFIC_HOURS = 3
 PRODUCE_RATE = 5_000.0
+REFERENCE_CHANGE_EVERY = 50  # records between reference changes
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,14 @@ def hour_floor(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoPlan:
+def plan_demo(settings: Settings, count: int, seed: int, now: datetime,
+              with_reference: bool = True) -> DemoPlan:
     """Traffic over the past hours; a batch interval from the first day to the last hour whose
     lateness allowance has passed (the batch DAG's completeness wait is then already over).
-    Lateness stays at 80% of the smallest allowance so the speed layer keeps it."""
+    Lateness stays at 80% of the smallest allowance so the speed layer keeps it.
+    ``with_reference``: the catalogue and its changes come too (on a platform without
+    reference data yet; a later run's events join what the first one left, since sending
+    the past hours' changes again would backdate them behind the first run's)."""
     from lambdalake.views.definition import load_views
 
     views = load_views().values()
@@ -73,6 +82,7 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime) -> DemoP
         max_lateness_minutes=0.8 * allowance / 60, duplicate_fraction=0.02,
         malformed_fraction=0.02, seed=seed, start_time=now - span,
         event_time_rate=count / span.total_seconds(),
+        reference_change_every=REFERENCE_CHANGE_EVERY if with_reference else 0,
     )
     first = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
     return DemoPlan(profile, first, max(first, settled))
@@ -85,20 +95,21 @@ def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manife
     from lambdalake.kafka.producer import EventProducer
     from lambdalake.lake.bookkeeping import row_count
     from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
-    from lambdalake.operations.traffic import traffic_generator
+    from lambdalake.operations.traffic import reference_producers, traffic_generator
 
     tables = (BRONZE_TABLE, QUARANTINE_TABLE)
     before = {table: row_count(settings.table_path(table)) for table in tables}
     producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
-    manifest = produce_traffic(traffic_generator(settings, profile), producer)
+    manifest = produce_traffic(traffic_generator(settings, profile), producer,
+                               reference=reference_producers(settings))
     path = settings.state_dir / "manifests" / f"demo-seed{profile.seed}.json"
     manifest.write(path)
     print(f"produced {manifest.produced} {settings.kafka.events_format.upper()} records at "
           f"{profile.rate:,.0f}/s over "
           f"{TRAFFIC_HOURS} h of event time: {manifest.counts['valid']} valid, "
           f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
-          f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min); "
-          f"manifest {path}")
+          f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min), "
+          f"and {len(manifest.reference_changes)} reference changes; manifest {path}")
     if manifest.failed or manifest.acknowledged != manifest.produced:
         raise RuntimeError(f"the broker did not acknowledge {manifest.failed} records")
     wait_caught_up(settings, timeout=600)
@@ -146,12 +157,15 @@ def wait_for_mark(settings: Settings, mark: datetime, timeout: float = 120.0) ->
 
 
 def example_queries(settings: Settings, plan: DemoPlan) -> list[str]:
-    """Two query URLs whose time range spans the high-water mark."""
+    """Query URLs whose time range spans the high-water mark; the last one of a view
+    enriched with reference data."""
     span = {"from": iso(plan.query_start), "to": iso(plan.query_end)}
     base = settings.serving.base_url
     return [
         f"{base}/views/page_traffic/rows?{urlencode({**span, 'where': 'page=/page/1'})}",
         f"{base}/views/funnel/rows?{urlencode({**span, 'where': 'country=DE'})}",
+        f"{base}/views/product_sales_by_category/rows?"
+        f"{urlencode({**span, 'where': 'category=books'})}",
     ]
 
 
@@ -187,11 +201,13 @@ def iso(moment: datetime) -> str:
 
 def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPlan:
     """The whole main job on a running stack (``lambdalake up``); returns what it did."""
+    from lambdalake.ingest.completeness import entity_topics
     from lambdalake.speed.stream import APP as SPEED
-    from lambdalake.streaming.service import wait_caught_up
+    from lambdalake.streaming.service import topic_end_offsets, wait_caught_up
 
+    has_reference = any(topic_end_offsets(settings, topics=entity_topics(settings)).values())
     plan = plan_demo(settings, count, int(time.time()) if seed is None else seed,
-                     datetime.now(UTC))
+                     datetime.now(UTC), with_reference=not has_reference)
     produce_and_reconcile(settings, plan.profile)
     wait_caught_up(settings, SPEED, timeout=600)
     print("speed layer caught up")

@@ -10,7 +10,12 @@ Run per view by the serving DAG (after every batch publish and on a short schedu
    may differ by ``serving.approx_tolerance_rsd`` times the view's relative standard
    deviation. A real-time value *below* batch is only a warning when the speed layer
    reported dropping events as too late (the batch layer includes them); a value above
-   batch, or a shortfall nothing explains, fails the gate. The same gate carries two
+   batch, or a shortfall nothing explains, fails the gate. A view that joins reference
+   data joins as of event time in batch and as of processing time in the speed layer: a
+   difference in a member some key held or got after the window began (its attributes
+   changed since) is **explained** (recorded with that severity, and a warning), as long
+   as the view's counts and sums over all members of the window still agree: a join
+   moves an event between members, it never loses one. The same gate carries two
    **freshness** warnings: the batch high-water mark is no further behind now than one
    batch interval, the view's lateness and ``quality.batch_freshness_slack_seconds``; and
    while records wait in Kafka, the speed layer's newest micro-batch for the view is no
@@ -29,7 +34,10 @@ appends (the tables are partitioned by ``window_start``); a lost commit race is 
 
 from __future__ import annotations
 
+import json
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -48,7 +56,8 @@ from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.speed.stream import APP as SPEED
 from lambdalake.streaming.progress import progress_time, read_status
-from lambdalake.views.definition import ViewDefinition
+from lambdalake.views.definition import Join, ViewDefinition
+from lambdalake.views.enrichment import members_changed_after
 
 RECONCILIATION_TABLE = "serving_reconciliation"
 _SAMPLES = 5
@@ -159,12 +168,27 @@ def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+ChangedMembers = Callable[[Join, datetime], set[tuple[str, ...]]]
+"""The members of a join that keys changing after a moment held from it on
+(``views.enrichment.members_changed_after``)."""
+
+
 def judge(
     view: ViewDefinition, rows: list[dict[str, Any]], late_rows_dropped: int, tolerance_rsd: float,
-    checked_at: datetime,
+    checked_at: datetime, changed_members: ChangedMembers | None = None,
 ) -> list[dict[str, Any]]:
     """The differing (key, measure) pairs, each with its severity (see the module docstring);
     each measure's kind decides what agrees (``MeasureKind.reconciles``)."""
+    members: dict[tuple[int, datetime], set[tuple[str, ...]]] = {}
+
+    def changed(join: Join, moment: datetime) -> set[tuple[str, ...]]:
+        key = (view.joins.index(join), moment)
+        if key not in members:
+            assert changed_members is not None
+            members[key] = changed_members(join, moment)
+        return members[key]
+
+    unbalanced = _unbalanced_totals(view, rows) if view.joins else set()
     drifts = []
     for row in rows:
         for measure in view.measures:
@@ -176,15 +200,49 @@ def judge(
                 continue
             absolute = (realtime or 0.0) - (batch or 0.0)
             relative = absolute / batch if batch else None
-            explained = late_rows_dropped > 0 and kind.short_of_batch(absolute)
+            severity = "critical"
+            if changed_members is not None and (row["window_start"], _others(view, row), measure.name
+                                        ) not in unbalanced and any(
+                    _members(join, row) in changed(join, row["window_start"])
+                    for join in view.joins):
+                severity = "explained"
+            elif late_rows_dropped > 0 and kind.short_of_batch(absolute):
+                severity = "warning"
             drifts.append({
                 "view": view.name, "window_start": row["window_start"],
                 "dimensions": row["dimensions"], "measure": measure.name,
                 "batch_value": batch, "realtime_value": realtime, "absolute_drift": absolute,
-                "relative_drift": relative, "severity": "warning" if explained else "critical",
-                "checked_at": checked_at,
+                "relative_drift": relative, "severity": severity, "checked_at": checked_at,
             })
     return drifts
+
+
+def _members(join: Join, row: dict[str, Any]) -> tuple[str, ...]:
+    dimensions = json.loads(row["dimensions"])
+    return tuple(str(dimensions[a]) for a in join.attributes)
+
+
+def _others(view: ViewDefinition, row: dict[str, Any]) -> str:
+    """A row's dimensions other than the joined attributes."""
+    joined = set(view.joined_columns)
+    return json.dumps({k: v for k, v in json.loads(row["dimensions"]).items()
+                       if k not in joined}, sort_keys=True)
+
+
+def _unbalanced_totals(view: ViewDefinition, rows: list[dict[str, Any]]
+                       ) -> set[tuple[datetime, str, str]]:
+    """(window, other dimensions, measure) whose additive measure's total over the joined
+    members differs between the layers: an event lost or counted twice, not moved."""
+    totals: dict[tuple[datetime, str, str], list[float]] = {}
+    for row in rows:
+        for measure in view.measures:
+            if measure.measure_kind.additive:
+                total = totals.setdefault((row["window_start"], _others(view, row),
+                                           measure.name), [0.0, 0.0])
+                total[0] += _number(row[f"b_{measure.name}"]) or 0.0
+                total[1] += _number(row[f"r_{measure.name}"]) or 0.0
+    return {key for key, (batch, realtime) in totals.items()
+            if not math.isclose(batch, realtime, rel_tol=1e-9, abs_tol=1e-6)}
 
 
 def _number(value: Any) -> float | None:
@@ -197,7 +255,8 @@ def gate_result(
     stale: list[ExpectationOutcome],
 ) -> GateResult:
     """The reconciliation verdict, with the freshness warnings ``stale``."""
-    outcomes: dict[str, list[ExpectationOutcome]] = {"critical": [], "warning": []}
+    outcomes: dict[str, list[ExpectationOutcome]] = {
+        "critical": [], "warning": [], "explained": []}
     for severity in outcomes:
         for measure in view.measures:
             mine = [d for d in drifts if d["measure"] == measure.name and d["severity"] == severity]
@@ -206,14 +265,20 @@ def gate_result(
             rule = measure.measure_kind.reconciliation_rule(view)
             if severity == "warning":
                 rule += f" (shortfall explained by {late_rows_dropped} late events dropped)"
+            if severity == "explained":
+                rule += (" (explained: members whose keys' reference data changed since the "
+                         "window began; batch joins as of event time, the speed layer as of "
+                         "processing time)")
             samples = [{k: str(d[k]) for k in ("window_start", "dimensions", "batch_value",
                                                 "realtime_value")} for d in mine[:_SAMPLES]]
             outcomes[severity].append(ExpectationOutcome(
-                f"drift:{measure.name}", "reconcile_realtime_with_batch", measure.name, severity,
+                f"drift:{measure.name}" + (":explained" if severity == "explained" else ""),
+                "reconcile_realtime_with_batch", measure.name,
+                "critical" if severity == "critical" else "warning",
                 rule, unexpected_count=len(mine), samples=samples))
     return GateResult("serving", view.name, start, end, success=not outcomes["critical"],
                       critical_failures=outcomes["critical"],
-                      warnings=[*outcomes["warning"], *stale],
+                      warnings=[*outcomes["warning"], *outcomes["explained"], *stale],
                       evaluated=len(view.measures) + FRESHNESS_CHECKS, rows=len(compared),
                       seconds=time.monotonic() - began)
 
@@ -232,7 +297,8 @@ def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
     closed_before = speed.watermark or datetime.min.replace(tzinfo=UTC)
     compared = drift_rows(snapshot, closed_before)
     drifts = judge(view, compared, speed.late_rows_dropped,
-                   settings.serving.approx_tolerance_rsd, now)
+                   settings.serving.approx_tolerance_rsd, now,
+                   lambda join, moment: members_changed_after(settings, join, moment))
     if drifts:
         append_rows(settings.table_path(RECONCILIATION_TABLE), _SCHEMA, drifts)
     windows = sorted({row["window_start"] for row in compared})

@@ -84,7 +84,10 @@ def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEve
     """Append each view's partial aggregates of one micro-batch's newly seen, timely events.
     The batch (the few columns the views read) is collected once, as Arrow, deduplicated
     and aggregated there per view: one Spark job per micro-batch. A view's joins take the
-    reference data's current state (as of processing time)."""
+    reference data's current state (as of processing time: every change the topics held
+    when the micro-batch began)."""
+    if any(table.view.joins for table in tables):
+        reference.catch_up(reference.settings.speed.reference_catch_up_seconds)
     admission = seen.admit(events.toArrow(), batch_id)
     for table in tables:
         rows = (as_of_now(admission.events, table.view, reference.lookup) if table.view.joins

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from lambdalake.orchestration.spark_jobs import job_path
 from lambdalake.settings import PROJECT_ROOT, Settings
@@ -71,25 +72,27 @@ class StreamingService:
         return self.process.stop(timeout=120, root_first=True)
 
 
-def topic_end_offsets(settings: Settings, settle_seconds: float = 60.0) -> dict[str, int]:
-    """The events topic's high watermark per partition, straight from Kafka.
+def topic_end_offsets(settings: Settings, settle_seconds: float = 60.0,
+                      topics: list[str] | None = None) -> dict[str, int]:
+    """The high watermark per partition of ``topics`` (default: the events topic), straight
+    from Kafka.
 
     Right after a broker restart a partition may have no leader for a few seconds; the
     probe asks again until ``settle_seconds`` passed, then lets the error through.
     """
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    topic = settings.kafka.events_topic.name
     consumer = Consumer({**settings.kafka.client_config(), "group.id": "lambdalake-lag-probe",
                          "enable.auto.commit": False})
     deadline = time.monotonic() + settle_seconds
     try:
         while True:
             try:
-                metadata = consumer.list_topics(topic, timeout=10)
                 return {f"{topic}:{partition}": consumer.get_watermark_offsets(
                             TopicPartition(topic, partition), timeout=10)[1]
-                        for partition in metadata.topics[topic].partitions}
+                        for topic in topics or [settings.kafka.events_topic.name]
+                        for partition in consumer.list_topics(topic, timeout=10)
+                        .topics[topic].partitions}
             except KafkaException as error:
                 if not is_transient(error.args[0]) or time.monotonic() > deadline:
                     raise
@@ -107,14 +110,18 @@ def is_transient(error: KafkaError) -> bool:
         KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 
 
-def wait_caught_up(settings: Settings, app: str, timeout: float = 300.0) -> dict[str, int]:
-    """Wait until ``app`` has committed every record now in the topic (every query of it)."""
-    target = topic_end_offsets(settings)
+def wait_caught_up(
+    settings: Settings, app: str, timeout: float = 300.0, topics: list[str] | None = None,
+    consumed: Callable[[dict[str, Any]], dict[str, int]] = consumed_offsets,
+) -> dict[str, int]:
+    """Wait until ``app`` has committed every record now in ``topics`` (default: the events
+    topic; by every query of it), as ``consumed`` reads its status document."""
+    target = topic_end_offsets(settings, topics=topics)
     process = app_process(settings, app)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = read_status(settings, app) or {}
-        done = consumed_offsets(status)
+        done = consumed(status)
         if all(done.get(p, 0) >= end for p, end in target.items()):
             return target
         if process.pid() is None:

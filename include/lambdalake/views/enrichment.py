@@ -13,14 +13,18 @@ get the attributes the entity has when the batch is processed (the current state
 speed layer keeps from the compacted topics), with the same unknown member. The two
 answers differ where a key changed within a window: an event before the change counts
 under the old attribute in the batch layer and under the new one in the speed layer if it
-was processed after the change (see the reconciliation's explained differences).
+was processed after the change: ``members_changed_after`` names the members such a
+difference can touch, which reconciliation reports as explained, not as failures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from lambdalake.lake.reference import versions_changing_after
+from lambdalake.settings import Settings
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 
 if TYPE_CHECKING:
@@ -66,3 +70,25 @@ def as_of_now(events: pa.Table, view: ViewDefinition, current: CurrentAttributes
             values = [UNKNOWN_MEMBER if v is None else v for v in found[attribute]]
             events = events.append_column(attribute, pa.array(values, pa.string()))
     return events
+
+
+def members_changed_after(settings: Settings, join: Join, moment: datetime
+                          ) -> set[tuple[str, ...]]:
+    """The values of ``join``'s attributes (a tuple per version; all ``UNKNOWN_MEMBER`` for
+    a key that had none for a while) that keys changing after ``moment`` held from it on.
+    An event after ``moment`` counts under one of them as of its time (batch) and may count
+    under another as of processing (speed layer); every other member agrees."""
+    members: set[tuple[str, ...]] = set()
+    versions: dict[str, list[dict[str, Any]]] = {}
+    for row in versions_changing_after(settings, join.entity, join.attributes, moment):
+        members.add(tuple(str(row[a]) for a in join.attributes))
+        versions.setdefault(str(row["entity_key"]), []).append(row)
+    for timeline in versions.values():
+        timeline.sort(key=lambda row: row["valid_from"])
+        gaps = [timeline[0]["valid_from"] > moment,
+                timeline[-1]["valid_to"] is not None,
+                *(before["valid_to"] != after["valid_from"]
+                  for before, after in zip(timeline, timeline[1:], strict=False))]
+        if any(gaps):
+            members.add((UNKNOWN_MEMBER,) * len(join.attributes))
+    return members

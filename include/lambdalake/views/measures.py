@@ -72,6 +72,8 @@ class MeasureKind:
     numeric_column: ClassVar[bool] = False
     """Only a numeric column can be measured (sums, extremes, percentiles)."""
     exact_in_speed_layer: ClassVar[bool] = True
+    additive: ClassVar[bool] = False
+    """The values of disjoint groups add up to their union's (counts, sums)."""
     never_null: ClassVar[bool] = False
     """Every row has a value (counts); the others are null for a key with no value."""
     spark_aggregate: ClassVar[str]
@@ -170,6 +172,7 @@ class _Counting(MeasureKind):
 
 class Count(_Counting):
     name = "count"
+    additive = True
     needs_column = False
     spark_aggregate = "count"
     micro_batch = "count"
@@ -183,6 +186,7 @@ class Count(_Counting):
 
 class Sum(MeasureKind):
     name = "sum"
+    additive = True
     numeric_column = True
     spark_aggregate = "sum"
     micro_batch = "sum"

@@ -7,7 +7,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
-from lambdalake.ingest.completeness import bronze_completeness, offsets_before
+from lambdalake.ingest.completeness import offsets_before, store_completeness
 from lambdalake.ingest.stream import status_path
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.settings import Settings
@@ -40,16 +40,16 @@ def test_bronze_is_complete_once_ingest_committed_what_arrived_before_the_moment
     assert sum(before.values()) == 30 and len(before) == settings.kafka.events_topic.partitions
 
     report_ingested(settings, {})
-    waiting = bronze_completeness(settings, moment)
+    waiting = store_completeness(settings, moment)
     assert not waiting.complete and sum(waiting.missing.values()) == 30
-    assert "lacks 30 records" in waiting.describe()
+    assert "the forever store lacks 30 records" in waiting.describe()
 
     report_ingested(settings, {p: max(0, o - 1) for p, o in before.items()})
-    assert not bronze_completeness(settings, moment).complete  # one short per partition
+    assert not store_completeness(settings, moment).complete  # one short per partition
 
     report_ingested(settings, before)
-    done = bronze_completeness(settings, moment)
+    done = store_completeness(settings, moment)
     assert done.complete and done.missing == {}
 
-    future = bronze_completeness(settings, datetime.now(UTC) + timedelta(hours=1))
+    future = store_completeness(settings, datetime.now(UTC) + timedelta(hours=1))
     assert not future.complete and "waiting for the clock" in future.describe()

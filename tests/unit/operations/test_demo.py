@@ -31,6 +31,13 @@ def test_traffic_covers_the_past_hours_and_stays_within_the_lateness_allowance(
     assert max(lateness) < allowance  # nothing the speed layer would drop as too late
 
 
+def test_reference_data_comes_with_the_first_run_only(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path)
+    assert plan_demo(settings, 5_000, 7, NOW).profile.reference_change_every > 0
+    assert plan_demo(settings, 5_000, 7, NOW, with_reference=False
+                     ).profile.reference_change_every == 0
+
+
 def test_batch_covers_the_first_day_to_the_last_hour_whose_lateness_has_passed(
     tmp_path: Path
 ) -> None:
@@ -47,5 +54,6 @@ def test_batch_covers_the_first_day_to_the_last_hour_whose_lateness_has_passed(
     urls = example_queries(settings, plan)
     assert [url.split("?")[0] for url in urls] == [
         f"{settings.serving.base_url}/views/page_traffic/rows",
-        f"{settings.serving.base_url}/views/funnel/rows"]
+        f"{settings.serving.base_url}/views/funnel/rows",
+        f"{settings.serving.base_url}/views/product_sales_by_category/rows"]
     assert all("from=2026-11-22T10%3A00%3A00Z" in url for url in urls)  # spans the mark

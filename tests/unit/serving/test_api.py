@@ -61,7 +61,8 @@ def test_bad_requests_get_a_4xx_that_says_why(
 
 def test_views_freshness_and_openapi(client: TestClient) -> None:
     views = {v["name"]: v for v in client.get("/views").json()}
-    assert set(views) == {"funnel", "page_traffic", "product_sales"}
+    assert set(views) == {"funnel", "page_traffic", "page_traffic_by_segment", "product_sales",
+                          "product_sales_by_category"}
     unique_users = next(m for m in views["page_traffic"]["measures"] if m["name"] == "unique_users")
     assert unique_users["exact_in_speed_layer"] is False and unique_users["speed_layer_rsd"] > 0
     freshness = client.get("/freshness").json()["page_traffic"]

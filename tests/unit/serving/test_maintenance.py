@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -124,3 +125,34 @@ def test_open_windows_are_neither_compared_nor_rewritten(lake: Settings) -> None
     report = maintain(lake, view)
     assert report.gate.success and report.windows_compared == 0
     assert realtime_rows(lake) == [(0, "/a", 4), (0, "/a", 7)]
+
+
+def category_row(category: str, batch: int, realtime: int) -> dict[str, object]:
+    return {"window_start": hour(0), "dimensions": f'{{"category":"{category}","currency":"EUR"}}',
+            "b_orders": batch, "r_orders": realtime, "b_units": batch, "r_units": realtime,
+            "b_revenue": float(batch), "r_revenue": float(realtime)}
+
+
+def test_a_join_s_moved_events_are_explained_by_reference_changes_lost_ones_are_not() -> None:
+    view = load_views()["product_sales_by_category"]
+    moved = [category_row("books", 5, 3), category_row("toys", 2, 4),
+             category_row("garden", 1, 1)]
+    asked: list[datetime] = []
+
+    def changed(_join: object, moment: datetime) -> set[tuple[str, ...]]:
+        asked.append(moment)
+        return {("books",), ("toys",)}
+
+    drifts = judge(view, moved, 0, 4.0, hour(3), changed)
+    assert {(json.loads(d["dimensions"])["category"], d["severity"]) for d in drifts} == {
+        ("books", "explained"), ("toys", "explained")}
+    assert asked == [hour(0)]  # once per window and join
+    # a member no change touched is a real failure
+    assert {d["severity"] for d in judge(view, moved, 0, 4.0, hour(3),
+                                         lambda _j, _m: {("books",)})} == {
+        "explained", "critical"}
+    # members touched, but an order lost over the window: not a move
+    lost = [category_row("books", 5, 3), category_row("toys", 2, 3)]
+    assert {d["severity"] for d in judge(view, lost, 0, 4.0, hour(3), changed)} == {"critical"}
+    # without reference data to ask, every difference is a failure
+    assert {d["severity"] for d in judge(view, moved, 0, 4.0, hour(3))} == {"critical"}

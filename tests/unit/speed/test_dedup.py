@@ -60,8 +60,9 @@ def test_rows_at_or_before_the_watermark_are_late_and_counted_per_view(
     status = seen.status()
     assert status["watermark"] == "2026-11-24T10:10:00.000Z"
     # page_traffic reads page views, product_sales purchases, funnel both (and carts)
-    assert status["dropped_by_watermark_total"] == {"page_traffic": 1, "product_sales": 1,
-                                                    "funnel": 2}
+    assert status["dropped_by_watermark_total"] == {
+        "page_traffic": 1, "page_traffic_by_segment": 1, "product_sales": 1,
+        "product_sales_by_category": 1, "funnel": 2}
 
 
 def test_a_replayed_batch_counts_what_its_first_attempt_counted(

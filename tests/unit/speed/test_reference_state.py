@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from lambdalake.contracts import encode_event
 from lambdalake.settings import Settings
-from lambdalake.speed.reference_state import CurrentReference
+from lambdalake.speed.reference_state import CurrentReference, entry_hash
 from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.enrichment import as_of_now
 
@@ -63,7 +63,24 @@ def test_the_state_applies_good_changes_and_deletions_and_skips_bad_ones() -> No
         state._apply(message)
     assert state.lookup(VIEW.joins[0], ["p1", "p2", "p3", None]) == {
         "category": ["garden", None, None, None]}
-    assert state.status() == {"product": {"keys": 1, "applied": 3, "deleted": 1, "skipped": 4}}
+    assert state.status() == {"entities": {"product": {
+        "keys": 1, "applied": 3, "deleted": 1, "skipped": 4,
+        "digest": f"{entry_hash('p1', ('garden',)):016x}"}}, "stale_joins": 0}
+
+
+def test_the_digest_depends_on_what_is_held_not_on_how_it_got_there() -> None:
+    direct, roundabout = (CurrentReference(Settings(), VIEW.joins) for _ in range(2))
+    for message in [Message(b"p1", product("p1", "toys")), Message(b"p2", product("p2", "toys"))]:
+        direct._apply(message)
+    for message in [Message(b"p2", product("p2", "toys")), Message(b"p3", product("p3", "toys")),
+                    Message(b"p1", product("p1", "books")), Message(b"p3", None),
+                    Message(b"p1", product("p1", "toys"))]:
+        roundabout._apply(message)
+    assert direct.state == roundabout.state
+    assert direct.status()["entities"]["product"]["digest"] == (
+        roundabout.status()["entities"]["product"]["digest"])
+    roundabout._apply(Message(b"p2", product("p2", "books")))
+    assert direct.digests != roundabout.digests
 
 
 def test_events_take_the_current_attributes_and_unknown_keys_the_unknown_member() -> None:
