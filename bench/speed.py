@@ -1,8 +1,11 @@
 """Speed-layer benchmark: produce -> readable -> served freshness per view, and throughput.
 
-Freshness: after a 30-second warm-up at the same rate, consumed by both streams (the first
-batches with data pay code generation and JIT compilation), records are produced at a fixed
-rate while ingest and the speed application run. For each view and each record the view
+Freshness: a catalogue of 100,000 products (and profiles for most users) is on the
+entities' compacted topics before the streams start, so the speed layer bootstraps it and
+the enriched views join it; the events name those products. After a 30-second warm-up at
+the same rate, consumed by both streams (the first batches with data pay code generation
+and JIT compilation), records are produced at a fixed rate while ingest and the speed
+application run. For each view and each record the view
 reads, freshness = commit time of the Delta version of the real-time table written by the
 micro-batch that consumed the record - the record's Kafka timestamp (the producer's create
 time). Which batch consumed which offsets is in the query's checkpoint
@@ -38,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,17 +61,18 @@ from bench.common import (
     summary,
 )
 from bench.ingest import bare_consumer_drain
+from lambdalake.catalogue import Catalogue
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.stream import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
-from lambdalake.operations.traffic import traffic_generator
+from lambdalake.operations.traffic import reference_producers, traffic_generator
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.speed.stream import APP, query_name
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.process import ManagedProcess
-from lambdalake.streaming.progress import progress_time, read_history
+from lambdalake.streaming.progress import progress_time, read_history, read_status
 from lambdalake.streaming.service import StreamingService, wait_caught_up
 from lambdalake.views.definition import ViewDefinition, load_views
 
@@ -249,17 +254,44 @@ have consumed it. The JVMs compile the classification stage's hot code during th
 batches (measured: 20 to 30 s of slower batches at 5,000 events/s after a 10 s warm-up)."""
 
 
+REFERENCE_PRODUCTS = 100_000
+"""The catalogue the enriched views join during a freshness run: every product the events
+name, and a profile for most users, on the entities' compacted topics before the speed layer
+starts (so it bootstraps them)."""
+
+
+def produce_catalogue(run: Settings) -> int:
+    """Send the freshness runs' reference data; return how many records."""
+    profile = TrafficProfile(products=REFERENCE_PRODUCTS)
+    catalogue = Catalogue(profile.products, profile.users, seed=301,
+                          start=datetime.now(UTC))
+    producers = reference_producers(run)
+    sent = 0
+    for change in catalogue.initial():
+        producers[change.entity].send(change.key.encode(), change.encoded())
+        sent += 1
+    assert all(producer.flush() == 0 for producer in producers.values())
+    return sent
+
+
+def status_reference(run: Settings) -> dict[str, Any]:
+    """The speed layer's reference state as its last status reported it."""
+    return dict((read_status(run, APP) or {}).get("reference") or {})
+
+
 def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     run = fresh_run(settings, f"speed{rate}")
     run.speed.trigger_interval = "0 seconds"
     run.spark.extra_conf = {**run.spark.extra_conf, **KEEP_EVERY_BATCH}
     views = load_views()
+    reference_records = produce_catalogue(run)
     _start(run)
     producer = EventProducer(run.kafka, run.kafka.events_topic.name, **{"linger.ms": 5})
     try:  # warm-up: the first batches with data pay code generation and JIT compilation
         produce_traffic(TrafficGenerator(TrafficProfile(
             count=rate * WARM_UP_SECONDS, rate=rate, malformed_fraction=0.0,
-            duplicate_fraction=0.0, late_fraction=0.0, seed=302)), producer)
+            duplicate_fraction=0.0, late_fraction=0.0, seed=302,
+            products=REFERENCE_PRODUCTS)), producer)
         wait_caught_up(run, INGEST, timeout=600)
         warm = wait_caught_up(run, APP, timeout=600)
         stop, bare, polls = threading.Event(), [], []
@@ -269,7 +301,8 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
         poller.start()
         time.sleep(2)
         profile = TrafficProfile(count=rate * seconds, rate=rate, malformed_fraction=0.0,
-                                 duplicate_fraction=0.0, late_fraction=0.0, seed=303)
+                                 duplicate_fraction=0.0, late_fraction=0.0, seed=303,
+                                 products=REFERENCE_PRODUCTS)
         with ResourceSampler(_stack_processes(run, settings)) as resources:
             with Stopwatch() as producing:
                 manifest = produce_traffic(TrafficGenerator(profile), producer)
@@ -303,7 +336,8 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
                details=resources.figures()),
     ]
     details = {"rate_asked": rate, "rate_produced": round(offered), "seconds": seconds,
-               "bare_consumer": baseline}
+               "bare_consumer": baseline, "reference_records": reference_records,
+               "reference_state": status_reference(run)}
     for view in views.values():
         readable, visible = view_freshness(run, view, records, polls)
         for what, delays, goal, series in (

@@ -8,8 +8,9 @@
 
 Every requested subject is validated (the views are all validated even if one fails; the
 bronze layer is bronze's events of the interval, then the records quarantined among those
-that arrived in it); each prints one summary line, then one line per failing expectation
-with sample values, and is recorded in the history (``lambdalake.quality.history``). The
+that arrived in it, then the history of each reference entity a view joins); each prints
+one summary line, then one line per failing expectation with sample values, and is
+recorded in the history (``lambdalake.quality.history``). The
 exit status is 1 if any gate has a critical failure (or could not validate), 0 otherwise,
 2 for bad arguments.
 
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         bronze_event_types,
         validate_bronze_slice,
         validate_quarantine_slice,
+        validate_reference_history,
         validate_view_slice,
     )
     from lambdalake.spark import task_session
@@ -108,6 +110,10 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                         require_rows=bool(require_rows), views=views,
                                         row_count=usual("bronze", BRONZE_TABLE))
             yield validate_quarantine_slice(spark, settings, args.start, args.end)
+            for entity in sorted({join.entity for view in views.values()
+                                  for join in view.joins}):
+                yield validate_reference_history(spark, settings, entity, args.start,
+                                                 args.end)
             return
         bronze_types = functools.cache(functools.partial(  # one bronze read for all views
             bronze_event_types, spark, settings, args.start, args.end, args.bronze_version))

@@ -392,6 +392,9 @@ class QualitySettings(BaseModel):
     quarantine_max_rate: float = Field(
         0.05, ge=0, le=1, description="quarantine rate: warn when more of the records that "
         "arrived in an interval were quarantined")
+    orphan_max_rate: float = Field(
+        0.2, ge=0, le=1, description="orphan rate: warn when more of an enriched view's "
+        "events in an interval joined to the unknown member (no version of their key)")
 
 
 class ServingSettings(BaseModel):

@@ -25,6 +25,7 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
+from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
 from lambdalake.generator import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
@@ -35,16 +36,34 @@ from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings, isolated_environment
+from lambdalake.speed.reference_state import entry_hash
 from lambdalake.speed.stream import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
 from tests.support.contracts import contracts_with_page_view_v2
-from tests.support.ground_truth import expected_view, manifest_events
-from tests.support.merged_answers import disagreements, merged_answer, window
+from tests.support.ground_truth import (
+    bounds_as_of_processing,
+    expected_view,
+    manifest_events,
+    totals_over_joins,
+)
+from tests.support.merged_answers import (
+    bounded_disagreements,
+    disagreements,
+    merged_answer,
+    window,
+)
+from tests.support.reference_topics import compacting_now, latest_good_values, records_in
+from tests.support.reference_truth import (
+    processing_time_candidates,
+    with_attributes_as_of_event_time,
+)
 
 STACK_ENV = {**isolated_environment("test-platform", slot=2),
-             "LAMBDALAKE_SPARK__BATCH_TASKS": "connect"}  # as `make up` runs it
+             "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # as `make up` runs it
+             # small segments, so the log cleaner has closed ones to compact
+             "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500"}
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -178,7 +197,7 @@ def run_demo(platform: Platform, traffic: int, seed: int, events_format: str) ->
     print(output)
     assert result.returncode == 0, output[-4000:]
     base = platform.settings.serving.base_url
-    assert output.count(f"curl '{base}/views/") == 2
+    assert output.count(f"curl '{base}/views/") == 3
     assert "from batch (before" in output and "data quality:" in output
     assert f"{traffic} {events_format.upper()} records" in output
     return output
@@ -219,6 +238,7 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
     settings, views = platform.settings, load_views()
     events: list[pd.DataFrame] = []
     kept: dict[str, list[pd.DataFrame]] = {name: [] for name in views}  # by the speed layer
+    changes: list[list[dict[str, Any]]] = []  # each run's reference changes (the first's)
     runs = [(20_000, 2026, "json"), (3_000, 2027, "avro")]
     for number, (traffic, seed, events_format) in enumerate(runs, start=1):
         before, quarantined = speed_views(settings), quarantine_reasons(settings)
@@ -232,6 +252,9 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
             "under its own reason")
         run_events = manifest_events(manifest)
         events.append(run_events)
+        changes.append(manifest.reference_changes)
+        assert bool(manifest.reference_changes) == (number == 1)
+        every_change = [change for run in changes for change in run]
         truth_events = pd.concat(events)
         start = window(truth_events["occurred_at"].min().floor("h"))
         end = window(truth_events["occurred_at"].max().floor("h")) + timedelta(hours=1)
@@ -246,15 +269,99 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
                 f"layer's watermark, but it reports {dropped} rows dropped as too late")
             rows, mark = merged_answer(settings.serving.base_url, view.name, start, end)
             assert start < mark < end, f"{view.name}: [{start}, {end}) does not span {mark}"
-            truth = pd.concat([expected_view(truth_events, view, start, mark),
-                               expected_view(pd.concat(kept[view.name]), view, mark, end)])
-            problems = disagreements(view, rows, mark, truth)
+            if view.joins:  # batch as of event time; real-time within what processing allows
+                before_mark = [row for row in rows if window(row["window_start"]) < mark]
+                problems = disagreements(view, before_mark, mark, expected_view(
+                    with_attributes_as_of_event_time(truth_events, view, every_change),
+                    view, start, mark))
+                speed_events = pd.concat(kept[view.name])
+                candidates = [sum((processing_time_candidates(run, join, changes, at)
+                                   for at, run in enumerate(kept[view.name])), [])
+                              for join in view.joins]
+                problems += bounded_disagreements(
+                    view, [row for row in rows if window(row["window_start"]) >= mark],
+                    bounds_as_of_processing(speed_events, view, candidates, mark, end),
+                    totals_over_joins(speed_events, view, mark, end))
+            else:
+                truth = pd.concat([expected_view(truth_events, view, start, mark),
+                                   expected_view(pd.concat(kept[view.name]), view, mark, end)])
+                problems = disagreements(view, rows, mark, truth)
             assert problems == [], f"run {number}, {view.name}: {problems[:10]}"
             batch_rows = sum(row["source"] == "batch" for row in rows)
             print(f"run {number}, {view.name}: {len(rows)} rows agree with the ground truth, "
                   f"{batch_rows} from batch before {mark:%H:%M}, the rest real-time "
                   f"({late_read} of the run's events too late for the speed layer, "
                   f"{dropped} rows reported dropped)")
+        assert (read_status(settings, SPEED_APP) or {})["reference"]["stale_joins"] == 0
+
+
+def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_topics(
+    platform: Platform,
+) -> None:
+    """After the demo's reference data: the speed layer's state is the manifest's current
+    state; the log cleaner compacts the topics; the speed layer is SIGKILLed and started
+    again, and its state rebuilt from the compacted topics is what they hold, which is the
+    manifest's for every key whose last record is well-formed (a malformed last record
+    shadows its key's good value once the cleaner has run)."""
+    settings = platform.settings
+    changes = Manifest.read(settings.state_dir / "manifests" / "demo-seed2026.json"
+                            ).reference_changes
+    held = {join.entity: join.attributes for view in load_views().values()
+            for join in view.joins}
+    truth: dict[str, dict[str, tuple[str, ...]]] = {entity: {} for entity in held}
+    for change in changes:
+        if change["entity"] in held and change["kind"] not in REFERENCE_MALFORMED_KINDS:
+            state = truth[change["entity"]]
+            if change["value"] is None:
+                state.pop(change["key"], None)
+            else:
+                state[change["key"]] = tuple(str(change["value"][a])
+                                             for a in held[change["entity"]])
+    last_kind = {(c["entity"], c["key"]): c["kind"] for c in changes}
+    shadowed = {key for key, kind in last_kind.items() if kind in REFERENCE_MALFORMED_KINDS}
+
+    def digests() -> dict[str, str]:
+        status = (read_status(settings, SPEED_APP) or {}).get("reference") or {}
+        return {e: s["digest"] for e, s in (status.get("entities") or {}).items()}
+
+    assert digests() == {e: digest(state) for e, state in truth.items()}
+
+    topics = [settings.kafka.entity_topic(entity).name for entity in held]
+    produced = records_in(settings, topics)
+    with compacting_now(settings, topics):
+        deadline = time.monotonic() + 180
+        while records_in(settings, topics) >= produced:
+            assert time.monotonic() < deadline, "the log cleaner did not compact the topics"
+            time.sleep(2)
+    left = {entity: latest_good_values(settings, entity, attributes)
+            for entity, attributes in held.items()}
+    for entity, state in left.items():
+        assert {k: v for k, v in state.items() if (entity, k) not in shadowed} == {
+            k: v for k, v in truth[entity].items() if (entity, k) not in shadowed}
+
+    killed = platform.speed.process.pid()
+    platform.speed.process.kill()
+    platform.speed.start()
+    deadline = time.monotonic() + 300
+    while (read_status(settings, SPEED_APP) or {}).get("pid") in (None, killed):
+        assert time.monotonic() < deadline, "the speed layer did not come back"
+        time.sleep(1)
+    rebuilt = digests()
+    now_held = {entity: latest_good_values(settings, entity, attributes)
+                for entity, attributes in held.items()}
+    assert now_held == left, "the log cleaner was still at work during the restart"
+    assert rebuilt == {e: digest(state) for e, state in left.items()}
+    print(f"rebuilt after SIGKILL from {records_in(settings, topics)} records (of {produced} "
+          f"produced): {rebuilt}; keys {[len(s) for s in left.values()]}, "
+          f"{len(shadowed)} shadowed by a malformed last record")
+
+
+def digest(state: dict[str, tuple[str, ...]]) -> str:
+    """A state's digest as the speed layer's status reports it."""
+    combined = 0
+    for key, values in state.items():
+        combined ^= entry_hash(key, values)
+    return f"{combined:016x}"
 
 
 def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(

@@ -133,6 +133,16 @@ def read_versions(spark: SparkSession, settings: Settings, entity: str,
             .select("entity_key", "valid_from", "valid_to", *attributes))
 
 
+def read_history(spark: SparkSession, settings: Settings, entity: str) -> DataFrame | None:
+    """Every version of ``entity``'s keys, all columns; None before any change arrived."""
+    from pyspark.sql import functions as F
+
+    path = settings.table_path(HISTORY_TABLE)
+    if not table_exists(path):
+        return None
+    return spark.read.format("delta").load(path).where(F.col("entity") == entity)
+
+
 def read_current(spark: SparkSession, settings: Settings, entity: str) -> DataFrame:
     from pyspark.sql import functions as F
 

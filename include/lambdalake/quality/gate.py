@@ -100,11 +100,13 @@ def validate_view_frame(
     frame: DataFrame, view: ViewDefinition, start: datetime, end: datetime, *,
     require_rows: bool = True, contracts: ContractRegistry | None = None,
     began: float | None = None, row_count: RowBounds = NO_BOUNDS,
+    orphan_max_share: float | None = None,
 ) -> GateResult:
     """Validate a DataFrame of ``view`` rows as its slice [start, end)."""
     suite = view_suite(view, contracts, require_rows=require_rows)
     return run_suite(frame, suite, layer="batch", subject=view.name, start=start, end=end,
-                     began=began, parameters=interval_parameters(start, end, row_count))
+                     began=began, parameters=interval_parameters(
+                         start, end, row_count, orphan_max_share=orphan_max_share))
 
 
 # --- running a suite ------------------------------------------------------------------------

@@ -19,9 +19,15 @@ from lambdalake.lake.bronze import (
     read_bronze_interval,
     read_quarantine_arrivals,
 )
+from lambdalake.lake.reference import HISTORY_TABLE, read_history
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.gate import run_suite, validate_bronze_frame, validate_view_frame
-from lambdalake.quality.suites import interval_parameters, quarantine_max_rows, quarantine_suite
+from lambdalake.quality.suites import (
+    entity_suite,
+    interval_parameters,
+    quarantine_max_rows,
+    quarantine_suite,
+)
 from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
 from lambdalake.views.definition import ViewDefinition
@@ -102,7 +108,28 @@ def validate_view_slice(
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run("batch", view.name, start, end, error, began)
     return validate_view_frame(frame, view, start, end, require_rows=require_rows,
-                               contracts=contracts, began=began, row_count=row_count)
+                               contracts=contracts, began=began, row_count=row_count,
+                               orphan_max_share=settings.quality.orphan_max_rate)
+
+
+def validate_reference_history(
+    spark: SparkSession, settings: Settings, entity: str, start: datetime, end: datetime,
+) -> GateResult:
+    """Validate ``entity``'s whole history (``entity_suite``), recorded for the run's
+    interval [start, end): the enriched views of that interval join it. Before any change
+    of the entity arrived there is nothing to validate: a passed gate of no rows."""
+    _check_interval(start, end)
+    began = time.monotonic()
+    subject = f"{HISTORY_TABLE}:{entity}"
+    try:
+        frame = read_history(spark, settings, entity)
+    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
+        return did_not_run("reference", subject, start, end, error, began)
+    if frame is None:
+        return GateResult("reference", subject, start, end, success=True, critical_failures=[],
+                          warnings=[], evaluated=0, rows=0, seconds=time.monotonic() - began)
+    return run_suite(frame, entity_suite(entity), layer="reference", subject=subject,
+                     start=start, end=end, began=began)
 
 
 def bronze_event_types(

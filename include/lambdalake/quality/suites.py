@@ -1,7 +1,7 @@
 """Expectation suites as code, generated from the event contracts and the view definitions.
 
 Nothing here is written per view or per event type: a new view, a new event type or a new
-constraint in a contract changes the suites by itself. Four suites exist:
+constraint in a contract changes the suites by itself. Five suites exist:
 
 ``bronze_suite`` (one slice of ``bronze_events``, rows whose event time is in [start, end)):
     the columns readers rely on exist; every field a contract requires is not null (for the
@@ -25,7 +25,18 @@ constraint in a contract changes the suites by itself. Four suites exist:
     its kind derives from the contract (``lambdalake.views.measures``: counts and distinct
     counts are not null and non-negative, sums of fields with a non-negative minimum are at
     least that minimum, minima, maxima and percentiles stay within the contract's bounds);
-    enum dimensions hold their contract's values.
+    enum dimensions hold their contract's values. A dimension a join gives is never null
+    and holds its entity contract's values or ``unknown``. A view with joins also has the
+    *orphan rate* as a warning: at most ``quality.orphan_max_rate`` of the slice's events
+    (its count measure) joined to ``unknown`` (parameter ``orphan_max_share``).
+
+``entity_suite`` (one entity's rows of ``reference_history``, whole): the key, the
+    validity interval and the contract's fields exist; the key, ``valid_from``, the version
+    and every field the contract requires are not null; (key, version) is unique; no
+    version is empty or overlaps the key's next (``_validity``); at most one version per
+    key is open (``_open_versions``), so ``reference_current`` has one row per live key;
+    enums and numbers hold the contract's values and bounds. Every rule is critical: the
+    enriched views join this table.
 
 ``realtime_suite`` (rows the speed layer appended to a view's real-time table recently):
     the same window, dimension and measure rules as ``view_suite`` (shared helpers), adapted
@@ -86,7 +97,7 @@ import great_expectations as gx  # the package's __init__ silenced GX analytics 
 from great_expectations.expectations.expectation import Expectation
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from lambdalake.contracts import ContractRegistry, FieldRule
+from lambdalake.contracts import ContractRegistry, EntityRegistry, FieldRule
 from lambdalake.ingest.validation import QUARANTINE_REASONS
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
@@ -95,7 +106,7 @@ from lambdalake.lake.bronze import (
     bronze_columns,
 )
 from lambdalake.views.batch import LINEAGE_COLUMNS
-from lambdalake.views.definition import Measure, ViewDefinition, load_views
+from lambdalake.views.definition import UNKNOWN_MEMBER, Measure, ViewDefinition, load_views
 
 CRITICAL = FailureSeverity.CRITICAL
 WARNING = FailureSeverity.WARNING
@@ -105,6 +116,7 @@ INTERVAL_END = "interval_end"
 ROW_COUNT_MIN = "row_count_min"
 ROW_COUNT_MAX = "row_count_max"
 QUARANTINE_MAX_ROWS = "quarantine_max_rows"
+ORPHAN_MAX_SHARE = "orphan_max_share"
 
 BATCH_KEY = ("event_id", "event_type", "occurred_at")
 """What the batch layer itself reads from every bronze row (dedup, filter, window)."""
@@ -131,13 +143,15 @@ DUCKDB_MACROS = (
 
 def interval_parameters(
     start: datetime, end: datetime, row_count: tuple[int | None, int | None] = (None, None),
-    quarantine_max_rows: int | None = None,
+    quarantine_max_rows: int | None = None, orphan_max_share: float | None = None,
 ) -> dict[str, Any]:
     """The suite parameters of a slice [start, end): its bounds, the rows it usually holds
-    (``lambdalake.quality.baseline``) and, for quarantine, the most rows that stay under the
-    quarantine rate (None: no bound)."""
+    (``lambdalake.quality.baseline``), for quarantine the most rows that stay under the
+    quarantine rate, and for a view with joins the largest share of orphans (None: no
+    bound)."""
     return {INTERVAL_START: start, INTERVAL_END: end, ROW_COUNT_MIN: row_count[0],
-            ROW_COUNT_MAX: row_count[1], QUARANTINE_MAX_ROWS: quarantine_max_rows}
+            ROW_COUNT_MAX: row_count[1], QUARANTINE_MAX_ROWS: quarantine_max_rows,
+            ORPHAN_MAX_SHARE: orphan_max_share}
 
 
 def quarantine_max_rows(arrived: int, max_rate: float) -> int:
@@ -408,22 +422,47 @@ def _window_checks(view: ViewDefinition) -> list[Expectation]:
 
 def _dimension_checks(contracts: ContractRegistry, view: ViewDefinition) -> list[Expectation]:
     """Dimensions every event type of the view requires are not null; enum dimensions hold
-    their contract's values."""
+    their contract's values. A joined attribute is never null (an event without a version
+    has the unknown member) and holds its entity contract's values or the unknown member."""
+    joined = {attribute: join for join in view.joins for attribute in join.attributes}
+    entities = EntityRegistry() if joined else None
     checks = []
     for dimension in view.dimensions:
-        if _dimension_required(contracts, view, dimension):
+        if dimension in joined or _dimension_required(contracts, view, dimension):
+            requires = (f"a join always gives {dimension} (or {UNKNOWN_MEMBER!r})"
+                        if dimension in joined else
+                        f"every event type of the view ({', '.join(view.event_types)}) "
+                        f"requires {dimension}")
             checks.append(_expect(
                 gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{dimension}",
-                f"every event type of the view ({', '.join(view.event_types)}) "
-                f"requires {dimension}", CRITICAL, column=dimension))
+                requires, CRITICAL, column=dimension))
     for dimension in view.dimensions:
-        allowed = _enum_values(_rules(contracts, view.event_types, dimension))
+        if dimension in joined:
+            assert entities is not None
+            rule = entities.latest(joined[dimension].entity).fields[dimension]
+            allowed = _enum_values([rule])
+            allowed = None if allowed is None else [*allowed, UNKNOWN_MEMBER]
+        else:
+            allowed = _enum_values(_rules(contracts, view.event_types, dimension))
         if allowed is not None:
             checks.append(_expect(
                 gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{dimension}",
                 f"{dimension} is one of the contract's values", CRITICAL,
                 column=dimension, value_set=allowed))
     return checks
+
+
+def orphan_share(view: ViewDefinition) -> str | None:
+    """SQL: the share of the slice's events (the view's first count of every event it
+    reads) joined to the unknown member, on every row; None for a view without joins or
+    without such a count."""
+    count = next((m.name for m in view.measures if m.kind == "count" and not m.event_types),
+                 None)
+    if not view.joins or count is None:
+        return None
+    unknown = " OR ".join(f"`{a}` = '{UNKNOWN_MEMBER}'" for a in view.joined_columns)
+    return (f"coalesce(sum(CASE WHEN {unknown} THEN `{count}` ELSE 0 END) OVER () "
+            f"/ nullif(sum(`{count}`) OVER (), 0), 0)")
 
 
 def _unique_check(key: list[str], rule: str) -> Expectation:
@@ -485,7 +524,17 @@ def view_suite(
         expectations.append(_expect(
             gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
             "every row records how it was computed (lineage)", WARNING, column=column))
-    return _suite(view_suite_name(view), expectations, {"_window": wrong_window(view)})
+    derived = {"_window": wrong_window(view)}
+    orphans = orphan_share(view)
+    if orphans is not None:
+        derived["_orphan_share"] = orphans
+        expectations.append(_expect(
+            gx.expectations.ExpectColumnMaxToBeBetween, "orphan_rate",
+            f"at most quality.orphan_max_rate of the slice's events joined to "
+            f"{UNKNOWN_MEMBER!r} (their key had no version at their time; recorded only)",
+            WARNING, about=",".join(view.joined_columns), column="_orphan_share",
+            max_value={"$PARAMETER": ORPHAN_MAX_SHARE}))
+    return _suite(view_suite_name(view), expectations, derived)
 
 
 def realtime_suite(
@@ -518,3 +567,70 @@ def realtime_suite(
         *_measure_checks(contracts, view),
     ]
     return _suite(realtime_suite_name(view), expectations, {"_window": wrong_window(view)})
+
+
+def entity_suite_name(entity: str) -> str:
+    return f"reference_history_{entity}"
+
+
+def overlapping_versions() -> str:
+    """SQL: '<key> v<version>: …' for a version whose interval is empty or overlaps the key's
+    next version, else null (SCD2: a key's versions follow each other without overlap)."""
+    following = ("lead(valid_from) OVER (PARTITION BY entity_key "
+                 "ORDER BY valid_from, version)")
+    named = "concat(entity_key, ' v', cast(version AS STRING), "
+    return ("CASE WHEN valid_to IS NOT NULL AND valid_to <= valid_from "
+            f"THEN {named}': an empty interval') "
+            f"WHEN {following} < coalesce(valid_to, TIMESTAMP '9999-12-31 00:00:00') "
+            f"THEN {named}': overlaps the next version') END")
+
+
+def open_versions() -> str:
+    """SQL: the key if more than one of its versions is open (``valid_to`` null), else null:
+    ``reference_current`` is the open versions, one row per live key."""
+    return ("CASE WHEN sum(CASE WHEN valid_to IS NULL THEN 1 ELSE 0 END) "
+            "OVER (PARTITION BY entity_key) > 1 THEN entity_key END")
+
+
+def entity_suite(entity: str, entities: EntityRegistry | None = None) -> gx.ExpectationSuite:
+    """The suite of one entity's rows of ``reference_history`` (see the module docstring)."""
+    entities = entities or EntityRegistry()
+    contract = entities.latest(entity)
+    fields = contract.fields
+    expectations: list[Expectation] = [
+        _expect(gx.expectations.ExpectTableColumnsToMatchSet, "columns",
+                "the history has the key, the validity interval, the version and the "
+                "contract's fields", CRITICAL,
+                column_set=["entity_key", "valid_from", "valid_to", "version", *fields],
+                exact_match=False),
+        *(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
+                  "every version has its key, its start and its number", CRITICAL,
+                  column=column) for column in ("entity_key", "valid_from", "version")),
+        *(_expect(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{name}",
+                  f"the {entity} contract requires {name}", CRITICAL, column=name)
+          for name, rule in fields.items() if rule.required),
+        _unique_check(["entity_key", "version"], "one row per key and version"),
+        _expect(gx.expectations.ExpectColumnValuesToBeNull, "validity",
+                "a key's versions follow each other: none is empty or overlaps the next "
+                "(_validity shows each)", CRITICAL, about="valid_from,valid_to",
+                column="_validity"),
+        _expect(gx.expectations.ExpectColumnValuesToBeNull, "one_current_row_per_key",
+                "at most one open version per key, so the current state has one row per "
+                "live key (_open_versions shows each key with more)", CRITICAL,
+                about="valid_to", column="_open_versions"),
+    ]
+    for name, rule in fields.items():
+        allowed = _enum_values([rule])
+        if allowed is not None:
+            expectations.append(_expect(
+                gx.expectations.ExpectColumnValuesToBeInSet, f"in_set:{name}",
+                f"{name} is one of the {entity} contract's values", CRITICAL,
+                column=name, value_set=allowed))
+        lower, upper = _loosest_bounds([rule])
+        if lower is not None or upper is not None:
+            expectations.append(_expect(
+                gx.expectations.ExpectColumnValuesToBeBetween, f"range:{name}",
+                f"{name} is within the {entity} contract's bounds", CRITICAL,
+                column=name, min_value=lower, max_value=upper))
+    return _suite(entity_suite_name(entity), expectations,
+                  {"_validity": overlapping_versions(), "_open_versions": open_versions()})

@@ -14,8 +14,9 @@ Run per view by the serving DAG (after every batch publish and on a short schedu
    data joins as of event time in batch and as of processing time in the speed layer: a
    difference in a member some key held or got after the window began (its attributes
    changed since) is **explained** (recorded with that severity, and a warning), as long
-   as the view's counts and sums over all members of the window still agree: a join
-   moves an event between members, it never loses one. The same gate carries two
+   as the view's counts and sums over all members of the window still agree (or fall short
+   while late events were dropped): a join moves an event between members, it never loses
+   one or counts it twice. The same gate carries two
    **freshness** warnings: the batch high-water mark is no further behind now than one
    batch interval, the view's lateness and ``quality.batch_freshness_slack_seconds``; and
    while records wait in Kafka, the speed layer's newest micro-batch for the view is no
@@ -188,7 +189,7 @@ def judge(
             members[key] = changed_members(join, moment)
         return members[key]
 
-    unbalanced = _unbalanced_totals(view, rows) if view.joins else set()
+    unbalanced = _unbalanced_totals(view, rows, late_rows_dropped) if view.joins else set()
     drifts = []
     for row in rows:
         for measure in view.measures:
@@ -201,8 +202,8 @@ def judge(
             absolute = (realtime or 0.0) - (batch or 0.0)
             relative = absolute / batch if batch else None
             severity = "critical"
-            if changed_members is not None and (row["window_start"], _others(view, row), measure.name
-                                        ) not in unbalanced and any(
+            balanced = (row["window_start"], _others(view, row), measure.name) not in unbalanced
+            if changed_members is not None and balanced and any(
                     _members(join, row) in changed(join, row["window_start"])
                     for join in view.joins):
                 severity = "explained"
@@ -229,10 +230,11 @@ def _others(view: ViewDefinition, row: dict[str, Any]) -> str:
                        if k not in joined}, sort_keys=True)
 
 
-def _unbalanced_totals(view: ViewDefinition, rows: list[dict[str, Any]]
-                       ) -> set[tuple[datetime, str, str]]:
+def _unbalanced_totals(view: ViewDefinition, rows: list[dict[str, Any]],
+                       late_rows_dropped: int) -> set[tuple[datetime, str, str]]:
     """(window, other dimensions, measure) whose additive measure's total over the joined
-    members differs between the layers: an event lost or counted twice, not moved."""
+    members differs between the layers more than moves explain: an event counted twice, or
+    lost while the speed layer dropped no late events."""
     totals: dict[tuple[datetime, str, str], list[float]] = {}
     for row in rows:
         for measure in view.measures:
@@ -242,7 +244,8 @@ def _unbalanced_totals(view: ViewDefinition, rows: list[dict[str, Any]]
                 total[0] += _number(row[f"b_{measure.name}"]) or 0.0
                 total[1] += _number(row[f"r_{measure.name}"]) or 0.0
     return {key for key, (batch, realtime) in totals.items()
-            if not math.isclose(batch, realtime, rel_tol=1e-9, abs_tol=1e-6)}
+            if not math.isclose(batch, realtime, rel_tol=1e-9, abs_tol=1e-6)
+            and (realtime > batch or not late_rows_dropped)}
 
 
 def _number(value: Any) -> float | None:

@@ -83,15 +83,17 @@ def compute_slice(
 ) -> DataFrame:
     """The view's rows for [start, end) from bronze at ``bronze_version`` (no lineage)."""
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
-    return aggregate_enriched(spark, settings, first_copies(events), view)
+    return aggregate_enriched(spark, settings, first_copies(events), view, (start, end))
 
 
 def aggregate_enriched(spark: SparkSession, settings: Settings, events: DataFrame,
-                       view: ViewDefinition) -> DataFrame:
-    """The view's rows over deduplicated ``events``, its joins made as of event time."""
+                       view: ViewDefinition, during: tuple[datetime, datetime] | None = None
+                       ) -> DataFrame:
+    """The view's rows over deduplicated ``events`` (of event time ``during``, if known),
+    its joins made as of event time."""
     if view.joins:
         events = as_of_event_time(events, view, lambda join: read_versions(
-            spark, settings, join.entity, join.attributes))
+            spark, settings, join.entity, join.attributes), during)
     return aggregate(events, view)
 
 
@@ -124,7 +126,8 @@ def recompute_views(
     try:
         return [
             write_slice(spark, settings, view, start, end,
-                        with_lineage(aggregate_enriched(spark, settings, events, view), run_id,
+                        with_lineage(aggregate_enriched(spark, settings, events, view,
+                                                        (start, end)), run_id,
                                      bronze_version)
                         .repartition("window_start"),  # one file per hour partition
                         bronze_version)

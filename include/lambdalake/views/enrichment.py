@@ -36,15 +36,23 @@ Versions = Callable[[Join], "DataFrame"]
 join's attributes."""
 
 
-def as_of_event_time(events: DataFrame, view: ViewDefinition, versions: Versions) -> DataFrame:
+def as_of_event_time(events: DataFrame, view: ViewDefinition, versions: Versions,
+                     during: tuple[datetime, datetime] | None = None) -> DataFrame:
     """``events`` with the attributes of every join of ``view``, each from the entity version
-    valid at the event's ``view.event_time``."""
+    valid at the event's ``view.event_time``. ``during``: the events' time range [start, end),
+    if known (an interval the batch layer computes): only the versions valid in it are
+    joined, usually one per key, however long the history."""
     from pyspark.sql import functions as F
 
     when = F.col(view.event_time)
     for number, join in enumerate(view.joins):
         key, start, end = (f"_join{number}_{name}" for name in ("key", "from", "to"))
-        valid = versions(join).select(
+        candidates = versions(join)
+        if during is not None:
+            candidates = candidates.where(
+                (F.col("valid_from") < F.lit(during[1]))
+                & (F.col("valid_to").isNull() | (F.col("valid_to") > F.lit(during[0]))))
+        valid = candidates.select(
             F.col("entity_key").alias(key), F.col("valid_from").alias(start),
             F.col("valid_to").alias(end), *join.attributes)
         matches = ((F.col(join.key) == F.col(key)) & (F.col(start) <= when)

@@ -13,8 +13,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.errors import AnalysisException
 
 from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
@@ -37,6 +35,7 @@ from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.views.batch import compute_slice
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 from tests.support.ground_truth import expected_view, manifest_events
+from tests.support.reference_topics import compacting_now, records_in
 from tests.support.reference_truth import (
     expected_history,
     expected_quarantine,
@@ -82,36 +81,6 @@ def as_expected(versions, current_only: bool = False) -> set[tuple]:
          *(typed(name, v.value[name]) for name in ATTRIBUTES[v.entity]))
         for v in versions if not current_only or v.valid_to is None
     }
-
-
-def compact_now(settings: Settings, topic: str) -> None:
-    """Let the log cleaner take any closed segment at once: no compaction lag, and not only
-    segments that are half superseded."""
-    admin = AdminClient(settings.kafka.client_config())
-    resource = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-        for name, value in {"min.cleanable.dirty.ratio": "0.01",
-                            "min.compaction.lag.ms": "0"}.items()])
-    admin.incremental_alter_configs([resource])[resource].result(30)
-
-
-def records_in(settings: Settings, topics: list[str]) -> int:
-    """How many records the topics hold now (a compacted topic's offsets have gaps)."""
-    consumer = Consumer({**settings.kafka.client_config(), "group.id": uuid.uuid4().hex,
-                         "enable.auto.commit": False})
-    metadata = consumer.list_topics(timeout=30)
-    partitions = [TopicPartition(topic, number, OFFSET_BEGINNING) for topic in topics
-                  for number in metadata.topics[topic].partitions]
-    ends = {(p.topic, p.partition): consumer.get_watermark_offsets(p, timeout=30)[1]
-            for p in partitions}
-    consumer.assign(partitions)
-    count = 0
-    try:
-        while any(p.offset < ends[(p.topic, p.partition)] for p in consumer.position(partitions)):
-            count += sum(m.error() is None for m in consumer.consume(1000, timeout=0.5))
-    finally:
-        consumer.close()
-    return count
 
 
 def test_reference_changes_land_once_and_history_survives_compaction(
@@ -215,12 +184,11 @@ def test_reference_changes_land_once_and_history_survives_compaction(
     # the compacted topics alone still give the same current state, deletions included, for
     # every key whose last record is well-formed (a malformed last record shadows the key's
     # good value once the cleaner has run: the changelog still has it)
-    for topic in topics:
-        compact_now(settings, topic)
-    deadline = time.monotonic() + 120
-    while records_in(settings, topics) > len(changes):  # and the renaming
-        assert time.monotonic() < deadline, "the log cleaner did not compact the topics"
-        time.sleep(2)
+    with compacting_now(settings, topics):
+        deadline = time.monotonic() + 120
+        while records_in(settings, topics) > len(changes):  # and the renaming
+            assert time.monotonic() < deadline, "the log cleaner did not compact the topics"
+            time.sleep(2)
     last = {(c["entity"], c["key"]): c["kind"] for c in changes}
     shadowed = {key for key, kind in last.items() if kind in REFERENCE_MALFORMED_KINDS}
     rebuilt = CurrentReference(settings, JOINS)

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,19 +20,21 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
+from lambdalake.lake.reference import HISTORY_TABLE
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
 from lambdalake.quality.history import read_results
 from lambdalake.quality.slices import (
     validate_bronze_slice,
     validate_quarantine_slice,
+    validate_reference_history,
     validate_view_slice,
 )
-from lambdalake.quality.suites import bronze_suite, view_suite
+from lambdalake.quality.suites import bronze_suite, entity_suite, view_suite
 from lambdalake.quality.verdict import GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path
-from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition, load_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,7 +141,9 @@ def test_good_slices_pass_without_touching_the_network(
     assert (bronze.layer, bronze.subject, bronze.warnings) == ("bronze", "bronze_events", [])
     for name, result in views.items():
         assert result.success, result.report()
-        assert result.rows > 0 and result.warnings == []
+        # the lake has no reference data: every event of an enriched view is an orphan
+        orphans = ["orphan_rate"] if load_views()[name].joins else []
+        assert result.rows > 0 and [w.check for w in result.warnings] == orphans
         assert result.evaluated == len(view_suite(load_views()[name]).expectations)
         enforce(result)
 
@@ -227,6 +233,77 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
     assert (styled["jquery"], styled["table"]) == ("function", "function")
     assert styled["icons"], "Font Awesome's web font did not load"
     assert "revenue" in styled["text"] and "view_product_sales" in styled["text"]
+
+
+def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
+    spark: SparkSession, lake: Settings
+) -> None:
+    from pyspark.sql import functions as F
+
+    view = load_views()["product_sales_by_category"]
+    orphans = view_rows(spark, lake, view)  # no reference data: every category is unknown
+    assert {row.category for row in orphans.select("category").distinct().collect()} == {
+        UNKNOWN_MEMBER}
+    result = validate_view_frame(orphans, view, START, END, orphan_max_share=0.2)
+    assert result.success and [w.check for w in result.warnings] == ["orphan_rate"]
+    assert result.warnings[0].observed == 1.0
+
+    currencies = sorted(r.currency for r in orphans.select("currency").distinct().collect())
+    some = orphans.withColumn("category", F.when(F.col("currency") != currencies[0],
+                                                 F.lit("books")).otherwise(F.col("category")))
+    share = (some.where(F.col("category") == UNKNOWN_MEMBER).agg(F.sum("orders")).first()[0]
+             / some.agg(F.sum("orders")).first()[0])
+    assert 0 < share < 1
+    below = validate_view_frame(some, view, START, END, orphan_max_share=share)
+    assert below.success and below.warnings == [], below.report()
+    above = validate_view_frame(some, view, START, END, orphan_max_share=share * 0.99)
+    assert [w.check for w in above.warnings] == ["orphan_rate"]
+
+    wrong = some.withColumn("category", F.when(F.col("category") == "books", F.lit("weapons"))
+                            .otherwise(F.lit(None)))
+    assert set(failures(validate_view_frame(wrong, view, START, END))) == {
+        "in_set:category", "not_null:category"}
+
+
+def test_an_entity_s_history_is_gated_for_overlaps_open_versions_and_its_contract(
+    spark: SparkSession, lake: Settings, tmp_path: Path
+) -> None:
+    reference = lake.model_copy(update={"lake": lake.lake.model_copy(
+        update={"root": str(tmp_path)})})
+    assert validate_reference_history(spark, reference, "product", START, END).rows == 0
+    day = datetime(2026, 11, 19, tzinfo=UTC).replace(tzinfo=None)
+    later, latest = day + timedelta(hours=5), day + timedelta(hours=9)
+
+    def version(key: str, number: int, valid_from: datetime, valid_to: datetime | None,
+                category: str = "books", price: str = "9.99") -> tuple[Any, ...]:
+        return ("product", key, valid_from, valid_to, number, 1, key, f"Product {key}",
+                category, "acme", Decimal(price), "2026-11-19T00:00:00.000Z")
+
+    schema = ("entity STRING, entity_key STRING, valid_from TIMESTAMP, valid_to TIMESTAMP, "
+              "version INT, schema_version BIGINT, product_id STRING, name STRING, "
+              "category STRING, brand STRING, list_price DECIMAL(18,2), updated_at STRING")
+    good = [version("a", 1, day, later), version("a", 2, later, None, "toys"),
+            version("b", 1, day, latest), version("c", 1, later, None)]
+    bad = [version("a", 1, day, latest), version("a", 2, later, None, "toys"),  # overlap
+           version("b", 1, day, None), version("b", 2, later, None),            # two open
+           version("c", 1, later, later, "weapons", "-1")]                      # empty, bad
+
+    def gate(rows: list[tuple[Any, ...]]) -> GateResult:
+        (spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite")
+         .partitionBy("entity").save(reference.table_path(HISTORY_TABLE)))
+        return validate_reference_history(spark, reference, "product", START, END)
+
+    passed = gate(good)
+    assert passed.success and passed.rows == 4, passed.report()
+    assert (passed.layer, passed.subject) == ("reference", "reference_history:product")
+    assert passed.evaluated == len(entity_suite("product").expectations)
+    failed = failures(gate(bad))
+    assert set(failed) == {"validity", "one_current_row_per_key", "in_set:category",
+                           "range:list_price"}, failed
+    assert sorted(failed["validity"].samples) == [
+        "a v1: overlaps the next version", "b v1: overlaps the next version",
+        "c v1: an empty interval"]
+    assert failed["one_current_row_per_key"].samples == ["b", "b"]
 
 
 def test_an_empty_slice_fails_only_when_it_should_have_rows(
@@ -382,8 +459,11 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
     assert out.count("[2026-11-20 11:00, 2026-11-20 12:00): FAILED") == 2
     assert out.count("  critical not_empty (expect_table_row_count_to_be_between): observed 0") == 2
     recorded = [(r["layer"], r["subject"], r["success"], r["run_id"]) for r in read_results(lake)]
-    assert recorded[-5:] == [("bronze", "bronze_events", True, "r-1"),
+    assert recorded[-7:] == [("bronze", "bronze_events", True, "r-1"),
                              ("bronze", "quarantine_events", True, "r-1"),
+                             # each joined entity's history (none yet: nothing to fail)
+                             ("reference", "reference_history:product", True, "r-1"),
+                             ("reference", "reference_history:user_profile", True, "r-1"),
                              ("batch", "page_traffic", False, "r-2"),
                              ("batch", "page_traffic", False, "r-3"),
                              ("batch", "funnel", False, "r-3")]

@@ -154,5 +154,12 @@ def test_a_join_s_moved_events_are_explained_by_reference_changes_lost_ones_are_
     # members touched, but an order lost over the window: not a move
     lost = [category_row("books", 5, 3), category_row("toys", 2, 3)]
     assert {d["severity"] for d in judge(view, lost, 0, 4.0, hour(3), changed)} == {"critical"}
+    # ... unless the speed layer dropped late events: moves and a shortfall
+    assert {d["severity"] for d in judge(view, lost, 5, 4.0, hour(3), changed)} == {
+        "explained"}
+    # counted twice is never explained
+    doubled = [category_row("books", 5, 5), category_row("toys", 2, 3)]
+    assert {d["severity"] for d in judge(view, doubled, 5, 4.0, hour(3), changed)} == {
+        "critical"}
     # without reference data to ask, every difference is a failure
     assert {d["severity"] for d in judge(view, moved, 0, 4.0, hour(3))} == {"critical"}
