@@ -34,6 +34,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
+from lambdalake.record_checks import RecordCheck, UnsupportedSchema, compile_record_check
 from lambdalake.settings import PROJECT_ROOT
 
 EVENTS_DIR = PROJECT_ROOT / "schemas" / "events"
@@ -296,6 +297,25 @@ class EntityRegistry:
         return {entity: Draft202012Validator(self.latest(entity).document,
                                              registry=self._registry, format_checker=FORMATS)
                 for entity in self.entities}
+
+    @cached_property
+    def _checks(self) -> dict[str, RecordCheck]:
+        checks: dict[str, RecordCheck] = {}
+        for entity in self.entities:
+            try:
+                checks[entity] = compile_record_check(self.latest(entity).document, FORMATS)
+            except UnsupportedSchema:
+                checks[entity] = self._validators[entity].is_valid
+        return checks
+
+    def is_valid(self, entity: str, record: Any) -> bool:
+        """Whether ``record``, decoded as it travels (JSON, exact decimals), satisfies
+        ``entity``'s newest contract: ``not errors(...)`` without the messages and the
+        re-encoding, compiled to plain checks where the contract allows
+        (``lambdalake.record_checks``): what the speed layer asks of every record."""
+        if entity not in self._checks:
+            raise ContractError(f"unknown entity {entity!r}")
+        return self._checks[entity](record)
 
     def errors(self, entity: str, record: Mapping[str, Any]) -> list[str]:
         """Why ``record`` (the value of a change of ``entity``) breaks its newest contract."""

@@ -173,7 +173,7 @@ class CurrentReference:
             record = json.loads(value, parse_float=Decimal)
         except ValueError:
             return None
-        if not isinstance(record, dict) or self.entities.errors(entity, record):
+        if not self.entities.is_valid(entity, record):
             return None
         return record if record.get(self.entities.latest(entity).key) == key else None
 
