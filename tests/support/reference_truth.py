@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.generator import Manifest
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 
 
@@ -71,6 +72,11 @@ class Timelines:
         if at < 0 or (timeline[at].valid_to is not None and moment >= timeline[at].valid_to):
             return UNKNOWN_MEMBER
         return str(timeline[at].value[attribute])
+
+
+def reference_changes(manifests: list[Manifest]) -> list[dict[str, Any]]:
+    """Every reference change of generator runs, in production order."""
+    return [change for manifest in manifests for change in manifest.reference_changes]
 
 
 def with_attributes_as_of_event_time(events: pd.DataFrame, view: ViewDefinition,

@@ -45,6 +45,7 @@ from lambdalake.views.restatement import read_restatements
 from tests.support.background import Background
 from tests.support.ground_truth import expected_view, manifest_events, manifest_records
 from tests.support.merged_answers import merged_answer
+from tests.support.reference_truth import reference_changes, with_attributes_as_of_event_time
 
 DAG_ID = "lambdalake_batch_views"
 RESTATEMENT_DAG_ID = "lambdalake_restatement"
@@ -143,6 +144,7 @@ def differences_from_the_truth(settings: Settings, manifests: list[Manifest],
     computed from (their lineage)."""
     settled = pd.concat([manifest_events(manifest) for manifest in manifests])
     new = manifest_events(arriving) if arriving else settled.iloc[:0]
+    changes = reference_changes([*manifests, *([arriving] if arriving else [])])
     first, last = midnight(DAYS[0]), midnight(DAYS[-1] + timedelta(days=1))
     differences = {}
     for name, view in load_views().items():
@@ -164,7 +166,8 @@ def differences_from_the_truth(settings: Settings, manifests: list[Manifest],
         for version in {*read_at.values(), newest}:
             held = DeltaTable(settings.table_path(BRONZE_TABLE), version=version
                               ).to_pyarrow_table(columns=["event_id"]).column("event_id")
-            events = pd.concat([settled, new[new["event_id"].isin(set(held.to_pylist()))]])
+            events = with_attributes_as_of_event_time(pd.concat(
+                [settled, new[new["event_id"].isin(set(held.to_pylist()))]]), view, changes)
             truth |= {key(r): measures(r)
                       for r in expected_view(events, view, first, last).to_dict("records")
                       if read_at.get(key(r)[0], newest) == version}
@@ -322,9 +325,10 @@ def api_totals(settings: Settings, day: date) -> dict[str, Decimal]:
 
 def truth_totals(manifests: list[Manifest], day: date) -> dict[str, Decimal]:
     events = pd.concat([manifest_events(manifest) for manifest in manifests])
+    changes = reference_changes(manifests)
     return {name: sum((Decimal(str(v)) for v in expected_view(
-                events, view, midnight(day), midnight(day + timedelta(days=1)))[
-                view.measures[0].name]), Decimal(0))
+                with_attributes_as_of_event_time(events, view, changes), view, midnight(day),
+                midnight(day + timedelta(days=1)))[view.measures[0].name]), Decimal(0))
             for name, view in load_views().items()}
 
 
