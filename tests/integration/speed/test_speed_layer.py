@@ -193,13 +193,15 @@ def test_closed_intervals_converge_to_the_batch_layer(
 def test_events_older_than_the_watermark_are_counted_by_each_view_that_reads_them(
     speed_run: SpeedRun,
 ) -> None:
-    """The too-late events are page views: page_traffic and funnel read them, product_sales
-    does not. The three views share one query (one lateness allowance)."""
+    """The too-late events are page views: page_traffic, page_traffic_by_segment and funnel
+    read them, the product sales views do not. The views share one query (one lateness
+    allowance)."""
     dropped = {name: (view["query"], view["dropped_by_watermark_total"])
                for name, view in speed_run.status["views"].items()}
     query = "speed_late_600s"
     assert dropped == {"page_traffic": (query, TOO_LATE), "funnel": (query, TOO_LATE),
-                       "product_sales": (query, 0)}
+                       "page_traffic_by_segment": (query, TOO_LATE),
+                       "product_sales": (query, 0), "product_sales_by_category": (query, 0)}
 
 
 def test_the_status_reports_each_query(speed_run: SpeedRun) -> None:
@@ -226,9 +228,11 @@ def test_the_realtime_gate_passes_on_every_row_the_speed_layer_wrote(speed_run: 
 
 
 def serving_settings(run: SpeedRun) -> Settings:
-    """The run's lake, with the schedule starting on the run's day and no retire margin."""
+    """The run's lake, with the schedule starting on the day of the run's first events (its
+    late events reach back 3 minutes before its start: the day before, when it started at
+    midnight) and no retire margin."""
     settings = run.settings.model_copy(deep=True)
-    settings.batch.start_date = run.start.date()
+    settings.batch.start_date = (run.start - timedelta(hours=1)).date()
     settings.serving.retire_margin_seconds = 0
     return settings
 
@@ -315,7 +319,6 @@ def test_serving_answers_batch_before_the_mark_and_realtime_after_it_through_ret
     settings = serving_settings(speed_run)
     midnight = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
     # the hours before the run hold late events too: compute every hour that is published
-    # (none when the run started at midnight: it starts 5 hours before the clock's hour)
     if midnight < speed_run.start:
         recompute_views(spark, settings, [view], midnight, speed_run.start, "serving-test")
     mark = speed_run.start + timedelta(hours=2)
