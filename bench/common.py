@@ -244,8 +244,10 @@ def fresh_run(settings: Settings, label: str,
     root = settings.state_dir / "runs" / f"{label}-{uuid.uuid4().hex[:6]}"
     shutil.rmtree(root, ignore_errors=True)
     copy = settings.model_copy(deep=True)
-    copy.kafka.events_topic = TopicSettings(name=f"bench.{label}.{uuid.uuid4().hex[:6]}",
-                                            partitions=3)
+    run = uuid.uuid4().hex[:6]
+    copy.kafka.events_topic = TopicSettings(name=f"bench.{label}.{run}", partitions=3)
+    copy.kafka.reference_topic = copy.kafka.reference_topic.model_copy(
+        update={"name": f"bench.{label}.{run}.reference"})  # its entities' topics
     copy.lake.root = str(root / "lake")
     copy.lake.checkpoint_root = str(root / "checkpoints")
     copy.state_dir = root / "state"

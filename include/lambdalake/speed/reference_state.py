@@ -92,7 +92,7 @@ class CurrentReference:
         self._thread = threading.Thread(target=self._follow, name="reference-state",
                                         daemon=True)
         self._thread.start()
-        if not self.catch_up(timeout):
+        if not self._applied_to_the_end(timeout):
             self.close()
             raise TimeoutError(f"reference state: its topics were not read to their end "
                                f"within {timeout:.0f}s")
@@ -113,6 +113,16 @@ class CurrentReference:
         """Wait until every change the topics hold now is applied: what a micro-batch calls
         before it joins. False (and counted as a stale join in ``status``) if that took
         longer than ``timeout`` seconds: the micro-batch then joins with what is applied."""
+        if self._applied_to_the_end(timeout):
+            return True
+        self.stale_joins += 1
+        print(f"reference state: not caught up within {timeout:.0f}s; joining with the "
+              "changes applied so far", file=sys.stderr, flush=True)
+        return False
+
+    def _applied_to_the_end(self, timeout: float) -> bool:
+        """Whether the follower applied every change the topics hold now, within ``timeout``
+        seconds."""
         if self._offsets is None:
             return True
         ends = {(p.topic, p.partition): self._offsets.get_watermark_offsets(
@@ -126,9 +136,6 @@ class CurrentReference:
             while behind():
                 left = deadline - time.monotonic()
                 if left <= 0 or self._thread is None or not self._thread.is_alive():
-                    self.stale_joins += 1
-                    print(f"reference state: not caught up within {timeout:.0f}s; joining "
-                          "with the changes applied so far", file=sys.stderr, flush=True)
                     return False
                 self._progress.wait(min(left, 1.0))
         return True
