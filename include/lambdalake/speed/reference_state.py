@@ -125,9 +125,10 @@ class CurrentReference:
         seconds."""
         if self._offsets is None:
             return True
-        ends = {(p.topic, p.partition): self._offsets.get_watermark_offsets(
-                    p, timeout=30, cached=False)[1] for p in self._partitions}
         deadline = time.monotonic() + timeout
+        ends = self._topic_ends(deadline)
+        if ends is None:
+            return False
 
         def behind() -> bool:  # a partition not fetched yet has a negative position
             return any(max(self._applied.get(p, 0), 0) < end for p, end in ends.items())
@@ -139,6 +140,25 @@ class CurrentReference:
                     return False
                 self._progress.wait(min(left, 1.0))
         return True
+
+    def _topic_ends(self, deadline: float) -> dict[tuple[str, int], int] | None:
+        """Each partition's end offset now, asking again while the brokers cannot answer
+        (an outage, a leader moving); None if they did not answer before ``deadline``."""
+        from confluent_kafka import KafkaException
+
+        assert self._offsets is not None
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return {(p.topic, p.partition): self._offsets.get_watermark_offsets(
+                            p, timeout=max(left, 1.0), cached=False)[1]
+                        for p in self._partitions}
+            except KafkaException as error:
+                if left <= 1.0:
+                    print(f"reference state: the topics' ends are unknown: {error}",
+                          file=sys.stderr, flush=True)
+                    return None
+                time.sleep(1.0)
 
     def _apply(self, message: Message) -> None:
         entity = self.topics.get(message.topic() or "")
