@@ -369,7 +369,8 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
 ) -> None:
     """A producer registers page_view v2 (a new optional field) while ingest and the speed
     layer run, and sends v2 Avro: both read it as v1, the newest contract they know, without
-    a restart: every event lands in bronze as valid and counts in the real-time view."""
+    a restart of either (their queries start again, planned with the new schema, in the
+    same process): every event lands in bronze as valid and counts in the real-time view."""
     settings = platform.settings
     running = {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)}
     v2 = contracts_with_page_view_v2(tmp_path / "events")
@@ -405,6 +406,9 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
     assert [(row["source"], row["views"]) for row in rows] == [("realtime", len(sent))]
     assert {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)
             } == running
+    for process in (platform.ingest.process, platform.speed.process):  # queries planned anew
+        assert "starts again, planned anew: the events topic's registered schemas changed" in (
+            process.log_tail(500)), process.name
 
 
 def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:

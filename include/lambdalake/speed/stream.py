@@ -1,9 +1,10 @@
 """The speed layer: every view in near real time from Kafka, one streaming query per
 lateness allowance.
 
-Each query reads the events topic, classifies records exactly as ingest does (so it counts
-the same valid events the batch layer will, and a malformed record can never fail it) and
-keeps the event types its views read, with only the columns they use. Each micro-batch is
+Each query reads the events topic, classifies records exactly as ingest does, in its plan
+(``ClassifiedStream``: it counts the same valid events the batch layer will, and a malformed
+record can never fail it), and keeps the event types its views read, with only the columns
+they use. Each micro-batch is
 collected once as Arrow; ``SeenEvents`` (``lambdalake.speed.dedup``) keeps the events seen
 for the first time and not later than the query's watermark (its newest event time minus
 the lateness allowance), and each view's partial aggregates of those events come from the
@@ -25,12 +26,12 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.ingest.stream import kafka_stream
-from lambdalake.ingest.validation import classify, valid_only
-from lambdalake.kafka.schema_registry import TopicSchemas
+from lambdalake.ingest.stream import ClassifiedStream
+from lambdalake.ingest.validation import valid_only
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.partials import partials_of
@@ -72,14 +73,6 @@ def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
     return events.where(F.col("event_type").isin(types)).select(*columns)
 
 
-def valid_events(records: DataFrame, settings: Settings, contracts: ContractRegistry,
-                 schemas: TopicSchemas) -> DataFrame:
-    """The records of a micro-batch ingest would put in bronze, typed (the others: skipped,
-    never fatal); classified per micro-batch, so Avro of a schema version registered
-    since the query started is read too."""
-    return valid_only(classify(records, contracts, settings.ingest, schemas.current()))
-
-
 def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEvents,
                    app_id: str, batch_id: int, reference: CurrentReference) -> None:
     """Append each view's partial aggregates of one micro-batch's newly seen, timely events.
@@ -109,16 +102,16 @@ def start_query(
 ) -> StreamingQuery:
     app_ids: list[str] = []
     tables = [RealtimeTable(settings, view) for view in views]
-    schemas = TopicSchemas(settings.registry, contracts, settings.kafka.events_topic.name)
+    stream = ClassifiedStream(spark, settings, contracts, settings.speed.max_offsets_per_trigger)
 
-    def write(records: DataFrame, batch_id: int) -> None:
+    def write(events: DataFrame, batch_id: int) -> None:
+        stream.check()
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
-        events = view_events(valid_events(records, settings, contracts, schemas), views)
         write_partials(events, tables, seen, app_ids[0], batch_id, reference)
 
     return (
-        kafka_stream(spark, settings, settings.speed.max_offsets_per_trigger)
+        view_events(valid_only(stream.records), views)
         .writeStream.queryName(name)
         .foreachBatch(write)
         .option("checkpointLocation", settings.checkpoint_path(name))
@@ -158,8 +151,9 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
                                             for view in group for join in view.joins])
     reference.start()  # before the first micro-batch joins with it
     try:
-        queries = [start_query(spark, settings, name, group, contracts, seen[name], reference)
-                   for name, group in chosen.items()]
+        starters = {name: partial(start_query, spark, settings, name, group, contracts,
+                                  seen[name], reference) for name, group in chosen.items()}
+        queries = [start() for start in starters.values()]
         described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
                               for name, group in chosen.items())
         print(f"speed: {len(queries)} queries started ({described}), reference state "
@@ -167,7 +161,7 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
         run_until_stopped(
             settings, APP, queries,
             lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference),
-            settings.speed.status_interval_seconds,
+            settings.speed.status_interval_seconds, restart=starters,
         )
     finally:
         reference.close()

@@ -179,10 +179,12 @@ def record_batches(
             if batch <= newest or not progress["numInputRows"]:
                 continue
             newest = batch
+            durations = dict(progress.get("durationMs") or {})
             new.append({
                 "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
                 "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
-                "duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+                "duration_ms": durations.pop("triggerExecution", None),
+                "phases_ms": durations,  # where it went: addBatch (the write), walCommit, …
             })
         recorded[snapshot.name] = newest
     if new:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 GRACEFUL_STOP_SECONDS = 60.0
+
+
+class PlanOutdated(RuntimeError):
+    """Raised by a micro-batch that finds its query planned with something since changed
+    (the registered Avro schemas): having written nothing, the batch fails its query, and
+    ``run_until_stopped`` starts the query again from its checkpoint, planned anew, within
+    the same process."""
 
 
 def active_query_id(spark: SparkSession, name: str) -> str:
@@ -41,12 +48,15 @@ def run_until_stopped(
     queries: Sequence[StreamingQuery],
     status: Callable[[list[QuerySnapshot]], dict[str, Any]],
     interval: float,
+    restart: Mapping[str, Callable[[], StreamingQuery]] | None = None,
 ) -> None:
     """Run until every query has stopped; raise if one failed.
 
     ``status`` turns one snapshot of the queries into the status document; the batches
-    the snapshot shows are appended to the batch history.
+    the snapshot shows are appended to the batch history. A query that failed with
+    ``PlanOutdated`` is started again by its starter in ``restart`` (by query name).
     """
+    queries = list(queries)
     stop: list[float] = []  # when each stop signal arrived
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:
@@ -71,8 +81,15 @@ def run_until_stopped(
             if stop:
                 _stop_queries(app, queries, force=len(stop) > 1
                               or time.monotonic() - stop[0] > GRACEFUL_STOP_SECONDS)
-            failed = [q for q in queries if not q.isActive and q.exception() is not None]
-            if failed:
+            for at, query in enumerate(queries):
+                start = (restart or {}).get(query.name)
+                if start is None or stop or query.isActive:
+                    continue
+                reason = outdated(str(query.exception()))
+                if reason is not None:
+                    print(f"{app}: {query.name} starts again, planned anew: {reason}", flush=True)
+                    queries[at] = start()
+            if any(not q.isActive and q.exception() is not None for q in queries):
                 break
     finally:
         for query in queries:
@@ -82,6 +99,12 @@ def run_until_stopped(
     for query in queries:
         if query.exception() is not None:
             raise RuntimeError(f"{app}: query {query.name} failed: {query.exception()}")
+
+
+def outdated(error: str) -> str | None:
+    """Why a query failed with ``PlanOutdated``, if ``error`` (its exception) says it did."""
+    marker = f"{PlanOutdated.__name__}: "
+    return error.split(marker, 1)[1].splitlines()[0] if marker in error else None
 
 
 def _stop_queries(app: str, queries: Sequence[StreamingQuery], force: bool) -> None:

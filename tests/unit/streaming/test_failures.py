@@ -4,6 +4,7 @@ errors the lag probe waits out (a cluster settling) instead of failing on."""
 from __future__ import annotations
 
 from lambdalake.streaming.progress import failures, root_cause
+from lambdalake.streaming.runner import outdated
 from lambdalake.streaming.service import is_transient
 
 JVM_FAILURE = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
@@ -54,3 +55,16 @@ def test_a_partition_without_a_leader_is_waited_out_but_a_refusal_is_not() -> No
     assert is_transient(KafkaError(KafkaError._TRANSPORT))
     assert not is_transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
     assert not is_transient(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+
+def test_a_micro_batch_that_found_its_plan_outdated_is_told_from_other_failures() -> None:
+    """The runner starts such a query again in the same process; any other failure stops it."""
+    planned_anew = PYTHON_FAILURE.replace(
+        "OSError: Generic LocalFileSystem error: Unable to write: No space left on device "
+        "(os error 28)",
+        "lambdalake.streaming.runner.PlanOutdated: the events topic's registered schemas "
+        "changed (ids [1] -> [1, 2], registry answered: True -> True)")
+    assert outdated(planned_anew) == ("the events topic's registered schemas changed (ids "
+                                      "[1] -> [1, 2], registry answered: True -> True)")
+    assert outdated(PYTHON_FAILURE) is None
+    assert outdated(JVM_FAILURE) is None
