@@ -4,7 +4,7 @@
     python -m bench.run --profile full      # the figures quoted in the README
     python -m bench.run --only batch        # one benchmark (ingest, batch, speed, serving,
                                             # late_arrivals, restatement, dag_runs, avro,
-                                            # reference)
+                                            # reference, shards)
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/ (``results.json`` after each
@@ -29,6 +29,7 @@ from bench import (
     reference,
     restatement,
     serving,
+    shards,
     speed,
 )
 from bench.common import Result, bench_environment, machine
@@ -38,8 +39,8 @@ RESULTS_DIR = Path(__file__).parent / "results"
 BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,
               "serving": serving.run, "late_arrivals": late_arrivals.run,
               "restatement": restatement.run, "dag_runs": dag_runs.run, "avro": avro.run,
-              "reference": reference.run}
-NEEDS_KAFKA = {"ingest", "speed", "avro", "reference"}
+              "reference": reference.run, "shards": shards.run}
+NEEDS_KAFKA = {"ingest", "speed", "avro", "reference", "shards"}
 
 
 def _number(value: float) -> str:

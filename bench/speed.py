@@ -69,10 +69,12 @@ from lambdalake.operations.traffic import reference_producers, traffic_generator
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
-from lambdalake.speed.stream import APP, query_name
+from lambdalake.speed.service import SpeedLayer, wait_speed_caught_up
+from lambdalake.speed.shards import APP, Shard, shards, speed_status
+from lambdalake.speed.stream import query_name
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.process import ManagedProcess
-from lambdalake.streaming.progress import progress_time, read_history, read_status
+from lambdalake.streaming.progress import progress_time, read_history
 from lambdalake.streaming.service import StreamingService, wait_caught_up
 from lambdalake.views.definition import ViewDefinition, load_views
 
@@ -173,16 +175,28 @@ def lag_figures(samples: list[list[tuple[float, int]]], offered: float) -> dict[
     }
 
 
-def _commits(table: Path) -> dict[int, tuple[int, float]]:
-    """Batch id -> (Delta version, commit time in s) of the commit that batch wrote (its txn)."""
-    commits: dict[int, tuple[int, float]] = {}
+def _commits(table: Path) -> dict[tuple[str, int], tuple[int, float]]:
+    """(writer's app id, batch id) -> (Delta version, commit time in s) of the commit that
+    batch wrote (its txn); each shard writes as an app id of its own."""
+    commits: dict[tuple[str, int], tuple[int, float]] = {}
     for path in sorted((table / "_delta_log").glob("*.json")):
         actions = [json.loads(line) for line in path.read_text().splitlines() if line]
         txn = next((a["txn"] for a in actions if "txn" in a), None)
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
         if txn and info:
-            commits[int(txn["version"])] = (int(path.stem), info["timestamp"] / 1000)
+            commits[(txn["appId"], int(txn["version"]))] = (int(path.stem),
+                                                            info["timestamp"] / 1000)
     return commits
+
+
+def _app_id(checkpoint: Path, query: str) -> str:
+    """The app id a speed query writes its real-time tables' transactions as (the query id
+    is in its checkpoint's metadata file)."""
+    return f"lambdalake-{query}-{json.loads((checkpoint / 'metadata').read_text())['id']}"
+
+
+def _checkpoint(settings: Settings, shard: Shard, view: ViewDefinition) -> Path:
+    return Path(settings.checkpoint_path(shard.checkpoint(query_name(view))))
 
 
 Polls = list[tuple[float, dict[str, int | None]]]  # (time, view -> real-time version served)
@@ -200,8 +214,14 @@ def _poll_served_versions(settings: Settings, stop: threading.Event, polls: Poll
 def view_freshness(settings: Settings, view: ViewDefinition, records: list[Record],
                    polls: Polls) -> tuple[list[float], list[float]]:
     """Per record of the view: (committed - created, visible in the API - created)."""
-    ends = _batch_ends(Path(settings.checkpoint_path(query_name(view))),
-                       settings.kafka.events_topic.name)
+    topic = settings.kafka.events_topic.name
+    ends: dict[int, list[tuple[int, int]]] = {}  # partition -> (end offset, batch id)
+    writer: dict[int, str] = {}  # partition -> app id of the shard that owns it
+    for shard in shards(settings):
+        checkpoint = _checkpoint(settings, shard, view)
+        owned = _batch_ends(checkpoint, topic)
+        ends |= owned
+        writer |= dict.fromkeys(owned, _app_id(checkpoint, query_name(view)))
     commits = _commits(Path(settings.table_path(realtime_table(view))))
     served = [-1 if (version := versions.get(view.name)) is None else version  # -1: no table
               for _, versions in polls]
@@ -211,7 +231,7 @@ def view_freshness(settings: Settings, view: ViewDefinition, records: list[Recor
             continue
         index = bisect.bisect_right(ends[partition], (offset, float("inf")))
         batch = ends[partition][index][1]  # the first batch whose end is past the offset
-        version, committed = commits[batch]  # it had this view's rows: it committed
+        version, committed = commits[(writer[partition], batch)]  # it had this view's rows
         readable.append(committed - created)
         first = bisect.bisect_left(served, version)  # versions served only grow
         visible.append(polls[first][0] - created if first < len(polls) else float("inf"))
@@ -230,21 +250,23 @@ def _bare_delays(settings: Settings, stop: threading.Event, delays: list[float])
 
 def _start(run: Settings) -> None:
     StreamingService(run, INGEST).start(timeout=300)
-    StreamingService(run, APP).start(timeout=300)
+    SpeedLayer(run).start(timeout=300)
     ServingService(run).start()
 
 
 def _stack_processes(run: Settings, bench: Settings) -> dict[str, ManagedProcess]:
-    """The processes a freshness run measures, by name. The run's streams and API live in
-    its own state dir; the broker is the benchmark's, in ``bench``'s."""
-    return {INGEST: StreamingService(run, INGEST).process, APP: StreamingService(run, APP).process,
+    """The processes a freshness run measures, by name (each speed shard's). The run's
+    streams and API live in its own state dir; the broker is the benchmark's, in
+    ``bench``'s."""
+    return {INGEST: StreamingService(run, INGEST).process,
+            **{process.name: process for process in SpeedLayer(run).processes},
             "serving-api": ServingService(run).process,
             "kafka": KafkaCluster(bench).nodes[0].process}
 
 
 def _stop(run: Settings) -> None:
     ServingService(run).stop()
-    StreamingService(run, APP).stop()
+    SpeedLayer(run).stop()
     StreamingService(run, INGEST).stop()
 
 
@@ -276,11 +298,16 @@ def produce_catalogue(run: Settings) -> int:
 
 def status_reference(run: Settings) -> dict[str, Any]:
     """The speed layer's reference state as its last status reported it."""
-    return dict((read_status(run, APP) or {}).get("reference") or {})
+    return dict(speed_status(run).get("reference") or {})
 
 
-def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
-    run = fresh_run(settings, f"speed{rate}")
+def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
+              ) -> list[Result]:
+    """Freshness, consumption and resources at ``rate`` offered, with ``shard_count`` speed
+    shards (figures named by the shard count when there are several)."""
+    run = fresh_run(settings, f"speed{rate}x{shard_count}")
+    run.speed.shards = shard_count
+    of = "" if shard_count == 1 else f", {shard_count} speed shards"
     run.speed.trigger_interval = "0 seconds"
     run.spark.extra_conf = {**run.spark.extra_conf, **KEEP_EVERY_BATCH}
     views = load_views()
@@ -293,7 +320,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
             duplicate_fraction=0.0, late_fraction=0.0, seed=302,
             products=REFERENCE_PRODUCTS)), producer)
         wait_caught_up(run, INGEST, timeout=600)
-        warm = wait_caught_up(run, APP, timeout=600)
+        warm = wait_speed_caught_up(run, timeout=600)
         stop, bare, polls = threading.Event(), [], []
         listener = threading.Thread(target=_bare_delays, args=(run, stop, bare))
         poller = threading.Thread(target=_poll_served_versions, args=(run, stop, polls))
@@ -307,7 +334,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
             with Stopwatch() as producing:
                 manifest = produce_traffic(TrafficGenerator(profile), producer)
             with Stopwatch() as draining:
-                wait_caught_up(run, APP, timeout=drain_timeout(manifest.produced))
+                wait_speed_caught_up(run, timeout=drain_timeout(manifest.produced))
         time.sleep(2)  # the last commits reach the API's snapshots
         stop.set()
         listener.join()
@@ -319,20 +346,28 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
                if r[1] >= warm[f"{topic}:{r[0]}"]]  # the measured run only
     baseline = summary(bare)
     offered = manifest.produced / producing.seconds
-    kept_up = consumption("speed", rate, offered, manifest.produced,
+    kept_up = consumption("speed" if shard_count == 1 else f"speed ({shard_count} shards)",
+                          rate, offered, manifest.produced,
                           producing.seconds + draining.seconds)
     start = {int(key.rsplit(":", 1)[1]): offset for key, offset in warm.items()}
     created = sorted(record[2] for record in records)
-    lags = [lag_after_batches(Path(run.checkpoint_path(name)), topic, created, start)
-            for name in {query_name(view) for view in views.values()}]
+    layout = shards(run)
+    owned = {shard: set(shard.partitions(run.kafka.events_topic.partitions)) for shard in layout}
+    lags = [lag_after_batches(_checkpoint(run, shard, view), topic,
+                              sorted(r[2] for r in records if r[0] in owned[shard]),
+                              {p: o for p, o in start.items() if p in owned[shard]})
+            for shard in layout
+            for view in {query_name(v): v for v in views.values()}.values()]
     ingest_lag = lag_after_batches(Path(run.checkpoint_path(INGEST)), topic, created, start)
     kept_up.details.update({"offered_rate": rate, "seconds_offered": seconds,
+                            "shards": shard_count,
                             **lag_figures(lags, offered),
                             "ingest": lag_figures([ingest_lag], offered)})
     results = [
         kept_up,
-        Result(name=f"speed layer CPU at {rate:,} events/s (ingest beside it)",
-               unit=f"cores of {os.cpu_count()}", value=resources.cores[APP],
+        Result(name=f"speed layer CPU at {rate:,} events/s (ingest beside it){of}",
+               unit=f"cores of {os.cpu_count()}",
+               value=round(sum(resources.cores[shard.app] for shard in layout), 2),
                details=resources.figures()),
     ]
     details = {"rate_asked": rate, "rate_produced": round(offered), "seconds": seconds,
@@ -348,11 +383,11 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
             stats = summary(delays)
             shape = {"distribution": distribution(delays)} if what.endswith("API") else {}
             results.append(Result(
-                name=f"freshness, {view.name}, at {rate:,} events/s (produce -> {what})",
+                name=f"freshness, {view.name}, at {rate:,} events/s (produce -> {what}){of}",
                 unit="s (p99)", value=stats["p99"], baseline=baseline["p99"],
                 baseline_name="bare consumer: receive - create time, same records",
                 goal=goal, details={**stats, **details, **shape},
-                plot=Plot("freshness", series, rate),
+                plot=Plot("freshness", series + of, rate),
             ))
     return results
 
@@ -366,11 +401,11 @@ def throughput(settings: Settings, records: int,
     manifest = produce_traffic(traffic_generator(run, profile),
                                EventProducer(run.kafka, run.kafka.events_topic.name))
     baseline = bare_consumer_drain(run, manifest.produced)
-    StreamingService(run, APP).start(timeout=300)
+    SpeedLayer(run).start(timeout=300)
     try:
-        wait_caught_up(run, APP, timeout=drain_timeout(manifest.produced))
+        wait_speed_caught_up(run, timeout=drain_timeout(manifest.produced))
     finally:
-        StreamingService(run, APP).stop()
+        SpeedLayer(run).stop()
     history = read_history(run, APP)
     per_query = {}
     for query in {entry["query"] for entry in history}:
@@ -389,7 +424,7 @@ def throughput(settings: Settings, records: int,
     )
 
 
-def sustained_rate(consumptions: list[Result]) -> Result:
+def sustained_rate(consumptions: list[Result], of: str = "") -> Result:
     """The highest offered rate the speed layer kept up with, as every lower rate (its lag
     did not grow): a lower rate that failed caps it, whatever a higher one did."""
     runs = sorted(consumptions, key=lambda r: r.details["offered_rate"])
@@ -400,7 +435,8 @@ def sustained_rate(consumptions: list[Result]) -> Result:
         sustained = run_at.details["offered_rate"]
     seconds = max(r.details["seconds_offered"] for r in runs)
     return Result(
-        name=f"speed sustained rate ({seconds} s per rate, ingest beside it, lag not growing)",
+        name=f"speed sustained rate ({seconds} s per rate, ingest beside it, lag not "
+             f"growing){of}",
         unit="events/s", value=sustained, goal=">= 20,000 events/s sustained for 5 minutes",
         details={f"{r.details['offered_rate']:,}/s": {
             key: r.details[key]

@@ -1,6 +1,6 @@
 """Spark entry point of the speed layer: Kafka -> real-time views, until stopped.
 
-    python spark_jobs/speed.py [--views page_traffic funnel]
+    python spark_jobs/speed.py [--views page_traffic funnel] [--shard 1]
 """
 
 import argparse
@@ -12,6 +12,8 @@ from lambdalake.speed.stream import run
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--views", nargs="+", help="views to maintain (default: all)")
+    parser.add_argument("--shard", type=int, default=0,
+                        help="which of the speed.shards instances this is (default: 0)")
     args = parser.parse_args()
     settings = get_settings()
-    run(get_spark("speed", settings), settings, args.views)
+    run(get_spark("speed", settings), settings, args.views, args.shard)

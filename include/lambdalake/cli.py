@@ -308,12 +308,16 @@ def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
-    """start | stop | restart | status | wait for a streaming application (ingest, speed);
-    reset for the speed layer."""
+    """start | stop | restart | status | wait for a streaming application (ingest, speed:
+    every shard of it); reset for the speed layer."""
+    from lambdalake.speed.service import SpeedLayer, wait_speed_caught_up
+    from lambdalake.speed.shards import speed_status
     from lambdalake.streaming.progress import read_status
     from lambdalake.streaming.service import StreamingService, wait_caught_up
 
-    service = StreamingService(settings, args.command)
+    speed = args.command == "speed"
+    service = SpeedLayer(settings) if speed else StreamingService(settings, args.command)
+    processes = service.processes if isinstance(service, SpeedLayer) else [service.process]
     if args.action == "reset":
         from lambdalake.operations.reset import reset_speed_layer
 
@@ -324,13 +328,17 @@ def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
         stopped = service.stop()
         print(f"{args.command} stopped" if stopped else f"{args.command} was not running")
     if args.action in ("start", "restart"):
-        print(f"{args.command} running, pid {service.start()}; log {service.process.log_file}")
+        service.start()
+        for process in processes:
+            print(f"{process.name} running, pid {process.pid()}; log {process.log_file}")
     elif args.action == "wait":
-        print(f"{args.command} caught up with "
-              f"{wait_caught_up(settings, args.command, timeout=args.timeout)}")
+        reached = (wait_speed_caught_up(settings, timeout=args.timeout) if speed
+                   else wait_caught_up(settings, args.command, timeout=args.timeout))
+        print(f"{args.command} caught up with {reached}")
     elif args.action == "status":
-        print(json.dumps({"pid": service.process.pid(),
-                          **(read_status(settings, args.command) or {})}, indent=2))
+        document = speed_status(settings) if speed else read_status(settings, args.command)
+        print(json.dumps({"pids": {process.name: process.pid() for process in processes},
+                          **(document or {})}, indent=2))
     return 0
 
 

@@ -292,6 +292,10 @@ class SpeedSettings(BaseModel):
 
     trigger_interval: str = Field("500 milliseconds", description="micro-batch trigger interval")
     max_offsets_per_trigger: int = Field(100_000, ge=1, description="back-pressure bound")
+    shards: int = Field(
+        1, ge=1, le=64, description="speed-layer instances (processes); shard i owns the events "
+        "topic's partitions p with p % shards == i, with checkpoints and state of its own "
+        "(changing it needs `lambdalake speed reset`)")
     status_interval_seconds: float = Field(1.0, gt=0, description="how often status is written")
     reference_catch_up_seconds: float = Field(
         30.0, gt=0, description="a micro-batch that joins reference data first waits at most "

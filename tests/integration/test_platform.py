@@ -37,7 +37,7 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.reference_state import entry_hash
-from lambdalake.speed.stream import APP as SPEED_APP
+from lambdalake.speed.shards import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views

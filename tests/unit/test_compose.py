@@ -16,11 +16,12 @@ from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.orchestration.spark_connect import connection_url
 from lambdalake.serving.service import APP_FACTORY
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
+from lambdalake.speed.shards import shards
 from lambdalake.stack.airflow import EXECUTOR, Airflow
 
 SERVICES = {
-    "kafka", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker", "spark-connect", "ingest", "speed",
-    "serving-api",
+    "kafka", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker",
+    "spark-connect", "ingest", "speed-0", "speed-1", "serving-api",
     "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
 }
@@ -125,17 +126,40 @@ def test_the_project_code_is_mounted(compose: dict[str, Any]) -> None:
 def test_the_streaming_applications_are_services_the_runtime_restarts(
     compose: dict[str, Any]
 ) -> None:
-    for app in ("ingest", "speed"):
-        service = compose["services"][app]
-        assert service["command"] == ["python", f"/opt/lambdalake/spark_jobs/{app}.py"]
-        assert service["restart"] == "unless-stopped"
-        assert (PROJECT_ROOT / "spark_jobs" / f"{app}.py").is_file()
-    speed = substituted(environment(compose, "speed"))
+    ingest = compose["services"]["ingest"]
+    assert ingest["command"] == ["python", "/opt/lambdalake/spark_jobs/ingest.py"]
+    for app in ("ingest", "speed-0", "speed-1"):
+        assert compose["services"][app]["restart"] == "unless-stopped"
+    for script in ("ingest", "speed"):
+        assert (PROJECT_ROOT / "spark_jobs" / f"{script}.py").is_file()
+    speed = substituted(environment(compose, "speed-0"))
     assert Settings().speed.process_manager == "stack"  # the local stack's default
     assert speed["LAMBDALAKE_SPEED__PROCESS_MANAGER"] == "container"  # the supervisor only checks
     # as the local stack's ingest.niceness: ingest yields CPU to the speed layer
-    assert compose["services"]["ingest"]["cpu_shares"] < compose["services"]["speed"].get(
-        "cpu_shares", 1024)
+    assert ingest["cpu_shares"] < compose["services"]["speed-0"].get("cpu_shares", 1024)
+
+
+def test_one_speed_service_runs_each_shard_and_every_service_knows_how_many(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor (Airflow) and the query API merge the shards' status: they must count
+    the same shards the speed services are; each shard has a driver host of its own."""
+    (shard_count,) = {environment(compose, name).get("LAMBDALAKE_SPEED__SHARDS")
+                      for name in compose["services"]
+                      if any(k.startswith("LAMBDALAKE_") for k in environment(compose, name))}
+    for key, value in substituted(environment(compose, "airflow-scheduler")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    layout = shards(Settings())
+    assert len(layout) == int(str(shard_count)) > 1
+    for shard in layout:
+        service = compose["services"][shard.app]
+        assert service["command"] == ["python", "/opt/lambdalake/spark_jobs/speed.py",
+                                      "--shard", str(shard.index)]
+        assert service["hostname"] == shard.app == environment(compose, shard.app)[
+            "LAMBDALAKE_SPARK__DRIVER_HOST"]
+    assert not [name for name in compose["services"]
+                if name.startswith("speed") and name not in {s.app for s in layout}]
 
 
 def test_the_query_api_serves_the_shared_lake_on_its_setting_port(
@@ -175,6 +199,6 @@ def test_the_schema_registry_is_configured_like_the_local_stack(
         f"http://schema-registry:{port}/apis/ccompat/v7")
     assert compose["services"]["register-contracts"]["command"] == [
         "lambdalake", "contracts", "register"]
-    for app in ("ingest", "speed"):  # nothing reads events before the contracts are there
+    for app in ("ingest", "speed-0", "speed-1"):  # nothing reads events before the contracts
         assert compose["services"][app]["depends_on"]["register-contracts"] == {
             "condition": "service_completed_successfully"}

@@ -16,6 +16,7 @@ before it stops.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,14 +51,19 @@ def history_path(settings: Settings) -> Path:
 
 
 def kafka_stream(
-    spark: SparkSession, settings: Settings, max_offsets_per_trigger: int | None = None
+    spark: SparkSession, settings: Settings, max_offsets_per_trigger: int | None = None,
+    partitions: list[int] | None = None,
 ) -> DataFrame:
-    """The events topic as a stream of Kafka records (the speed layer reads it too)."""
+    """The events topic as a stream of Kafka records (the speed layer reads it too): all of
+    its partitions, or only ``partitions`` (a speed shard's)."""
     ingest = settings.ingest
+    topic = settings.kafka.events_topic.name
+    source = (("assign", json.dumps({topic: partitions})) if partitions is not None
+              else ("subscribe", topic))
     return (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
-        .option("subscribe", settings.kafka.events_topic.name)
+        .option(*source)
         .option("startingOffsets", ingest.starting_offsets)
         .option("failOnDataLoss", str(ingest.fail_on_data_loss).lower())
         .option("maxOffsetsPerTrigger",
@@ -79,12 +85,14 @@ class ClassifiedStream:
     schema its plan lacks."""
 
     def __init__(self, spark: SparkSession, settings: Settings, contracts: ContractRegistry,
-                 max_offsets_per_trigger: int | None = None) -> None:
+                 max_offsets_per_trigger: int | None = None,
+                 partitions: list[int] | None = None) -> None:
         self.schemas = TopicSchemas(settings.registry, contracts,
                                     settings.kafka.events_topic.name)
         self.planned = self.schemas.current()
-        self.records = classify(kafka_stream(spark, settings, max_offsets_per_trigger),
-                                contracts, settings.ingest, self.planned)
+        self.records = classify(
+            kafka_stream(spark, settings, max_offsets_per_trigger, partitions),
+            contracts, settings.ingest, self.planned)
 
     def check(self) -> None:
         """Raise ``PlanOutdated`` if the registered schemas are not those planned with."""

@@ -202,14 +202,14 @@ def iso(moment: datetime) -> str:
 def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPlan:
     """The whole main job on a running stack (``lambdalake up``); returns what it did."""
     from lambdalake.ingest.completeness import entity_topics
-    from lambdalake.speed.stream import APP as SPEED
-    from lambdalake.streaming.service import topic_end_offsets, wait_caught_up
+    from lambdalake.speed.service import wait_speed_caught_up
+    from lambdalake.streaming.service import topic_end_offsets
 
     has_reference = any(topic_end_offsets(settings, topics=entity_topics(settings)).values())
     plan = plan_demo(settings, count, int(time.time()) if seed is None else seed,
                      datetime.now(UTC), with_reference=not has_reference)
     produce_and_reconcile(settings, plan.profile)
-    wait_caught_up(settings, SPEED, timeout=600)
+    wait_speed_caught_up(settings, timeout=600)
     print("speed layer caught up")
     run_batch(settings, plan)
     wait_for_mark(settings, plan.batch_end)

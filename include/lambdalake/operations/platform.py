@@ -14,15 +14,14 @@ from lambdalake.kafka.schema_registry import register_contracts, registry_client
 from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP as SPEED
+from lambdalake.speed.service import SpeedLayer
 from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
-from lambdalake.streaming.service import StreamingService
 
 Component = (Postgres | KafkaCluster | LocalSchemaRegistry | SparkConnectServer
-             | StreamingService | ServingService | Airflow)
+             | IngestService | SpeedLayer | ServingService | Airflow)
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Platform:
         self.spark_connect = SparkConnectServer(settings)
         self.airflow = Airflow(settings)
         self.ingest = IngestService(settings)
-        self.speed = StreamingService(settings, SPEED)
+        self.speed = SpeedLayer(settings)
         self.serving = ServingService(settings)
 
     def processes(self) -> list[ManagedProcess]:
@@ -63,7 +62,7 @@ class Platform:
             (self.spark_connect, [self.spark_connect.process]
              if self.settings.spark.runs_connect_server else []),
             (self.ingest, [self.ingest.process]),
-            (self.speed, [self.speed.process]),
+            (self.speed, self.speed.processes),
             (self.serving, [self.serving.process]),
             (self.airflow, list(self.airflow.services.values())),
         ]

@@ -12,10 +12,10 @@ from lambdalake.quality.realtime_gate import marks_path
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
-from lambdalake.speed.stream import APP
+from lambdalake.speed.service import SpeedLayer
+from lambdalake.speed.shards import APP
 from lambdalake.speed.supervisor import lag_samples_path
-from lambdalake.streaming.progress import history_path, status_path
-from lambdalake.streaming.service import StreamingService
+from lambdalake.streaming.progress import status_path
 from lambdalake.views.definition import load_views
 
 
@@ -27,8 +27,8 @@ def reset_speed_layer(settings: Settings) -> list[str]:
     published."""
     from pyarrow import fs
 
-    running = [name for name, process in (("speed", StreamingService(settings, APP).process),
-                                          ("serving-api", ServingService(settings).process))
+    running = [process.name for process in [*SpeedLayer(settings).processes,
+                                            ServingService(settings).process]
                if process.pid() is not None]
     if running:
         raise RuntimeError(f"stop {' and '.join(running)} first (make down)")
@@ -36,9 +36,11 @@ def reset_speed_layer(settings: Settings) -> list[str]:
     found = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
     checkpoints = [info.path for info in found  # old and new query names
                    if info.type == fs.FileType.Directory and info.base_name.startswith("speed_")]
-    files = [path for path in (status_path(settings, APP), history_path(settings, APP),
-                               marks_path(settings), lag_samples_path(settings))
-             if path.exists()]
+    status = status_path(settings, APP).parent  # every shard's, of any number of shards
+    files = [path for path in dict.fromkeys((
+        *status.glob(f"{APP}.json"), *status.glob(f"{APP}-*.json"),
+        *status.glob(f"{APP}*-batches.jsonl"), marks_path(settings), lag_samples_path(settings),
+    )) if path.exists()]
     for checkpoint in checkpoints:
         filesystem.delete_dir(checkpoint)
     tables = [RealtimeTable(settings, view).drop() for view in load_views().values()]

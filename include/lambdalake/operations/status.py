@@ -10,7 +10,7 @@ from lambdalake.ingest.stream import QUERY_NAME as INGEST
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP as SPEED
+from lambdalake.speed.shards import speed_status
 from lambdalake.speed.supervisor import recent_alerts
 from lambdalake.streaming.progress import failures, read_status
 from lambdalake.views.definition import load_views
@@ -27,10 +27,10 @@ def print_layer_freshness(settings: Settings) -> None:
         rate = ingest.get("processed_rows_per_second") or 0
         print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
               f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
-    speed_status = read_status(settings, SPEED) or {}
-    for failure in failures(ingest or {}) + failures(speed_status):
+    speed_document = speed_status(settings)
+    for failure in failures(ingest or {}) + failures(speed_document):
         print(f"FAILED {failure}")
-    speed = speed_status.get("views", {})
+    speed = speed_document.get("views", {})
     for view, query in speed.items():
         rate = query.get("processed_rows_per_second") or 0
         print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "

@@ -41,9 +41,8 @@ from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings, get_settings
-from lambdalake.speed.stream import APP as SPEED
+from lambdalake.speed.shards import speed_status
 from lambdalake.stack.secrets import MissingSecret
-from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.late_arrivals import LateArrivals
 
@@ -204,7 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def freshness() -> dict[str, Any]:
         """Per view: where batch ends, how recent real-time is, the speed layer's state."""
         now = datetime.now(UTC)
-        speed = (read_status(settings, SPEED) or {}).get("views", {})
+        speed = speed_status(settings).get("views", {})
         waiting = {w.view: w for w in late_arrivals.recent(settings.serving.late_rows_look_seconds)}
         return {name: view_freshness(store.get(name), speed.get(name, {}), now, waiting[name])
                 for name in sorted(views)}

@@ -12,6 +12,16 @@ from lambdalake.views.late_arrivals import Waiting
 SPEED_FIELDS = ("batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")
 
 
+def speed_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """The speed layer's state for one view: with shards, the slowest shard's (the status
+    merges them so), and each shard's under ``shards``."""
+    fields = {key: entry.get(key) for key in SPEED_FIELDS}
+    if "shards" in entry:
+        fields["shards"] = {app: {key: shard.get(key) for key in SPEED_FIELDS}
+                            for app, shard in entry["shards"].items()}
+    return fields
+
+
 def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: datetime,
                    waiting: Waiting | None = None) -> dict[str, Any]:
     """Where batch ends, how old the newest real-time row is, the speed query's state, and
@@ -26,7 +36,7 @@ def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: da
         "realtime_age_seconds": None if newest is None
         else round((now - newest).total_seconds(), 3),
         "snapshot_age_seconds": round((now - snapshot.taken_at).total_seconds(), 3),
-        "speed": {key: speed_status.get(key) for key in SPEED_FIELDS},
+        "speed": speed_fields(speed_status),
         "late_rows_waiting": None if waiting is None else waiting.rows,
         "late_events_waiting": None if waiting is None else waiting.events,
         "oldest_waiting_window": None if waiting is None else json_value(waiting.oldest),

@@ -55,8 +55,8 @@ from lambdalake.serving.snapshot import (
 )
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
-from lambdalake.speed.stream import APP as SPEED
-from lambdalake.streaming.progress import progress_time, read_status
+from lambdalake.speed.shards import speed_status
+from lambdalake.streaming.progress import progress_time
 from lambdalake.views.definition import Join, ViewDefinition
 from lambdalake.views.enrichment import members_changed_after
 
@@ -102,7 +102,7 @@ class MaintenanceReport:
 
 
 def speed_state(settings: Settings, view: ViewDefinition) -> SpeedState:
-    entry = ((read_status(settings, SPEED) or {}).get("views") or {}).get(view.name) or {}
+    entry = (speed_status(settings).get("views") or {}).get(view.name) or {}
     watermark, newest = entry.get("watermark"), entry.get("batch_timestamp")
     return SpeedState(
         datetime.fromtimestamp(progress_time(watermark), UTC) if watermark else None,

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.stream import ClassifiedStream
 from lambdalake.ingest.validation import valid_only
+from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.partials import partials_of
 from lambdalake.speed.realtime import RealtimeTable, check_format
 from lambdalake.speed.reference_state import CurrentReference
+from lambdalake.speed.shards import Shard, check_shard_layout, shards
 from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -45,9 +47,6 @@ from lambdalake.views.enrichment import as_of_now
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-APP = "speed"
-
 
 def query_name(view: ViewDefinition) -> str:
     """The query that maintains ``view``: one per lateness allowance (and event-time column)."""
@@ -98,11 +97,14 @@ def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEve
 
 def start_query(
     spark: SparkSession, settings: Settings, name: str, views: list[ViewDefinition],
-    contracts: ContractRegistry, seen: SeenEvents, reference: CurrentReference,
+    contracts: ContractRegistry, seen: SeenEvents, reference: CurrentReference, shard: Shard,
 ) -> StreamingQuery:
     app_ids: list[str] = []
     tables = [RealtimeTable(settings, view) for view in views]
-    stream = ClassifiedStream(spark, settings, contracts, settings.speed.max_offsets_per_trigger)
+    partitions = (shard.partitions(settings.kafka.events_topic.partitions) if shard.assigned
+                  else None)
+    stream = ClassifiedStream(spark, settings, contracts, settings.speed.max_offsets_per_trigger,
+                              partitions)
 
     def write(events: DataFrame, batch_id: int) -> None:
         stream.check()
@@ -114,7 +116,7 @@ def start_query(
         view_events(valid_only(stream.records), views)
         .writeStream.queryName(name)
         .foreachBatch(write)
-        .option("checkpointLocation", settings.checkpoint_path(name))
+        .option("checkpointLocation", settings.checkpoint_path(shard.checkpoint(name)))
         .trigger(processingTime=settings.speed.trigger_interval)
         .start()
     )
@@ -122,7 +124,7 @@ def start_query(
 
 def status_document(
     queries: dict[str, list[ViewDefinition]], snapshots: list[QuerySnapshot],
-    seen: dict[str, SeenEvents], pid: int, reference: CurrentReference,
+    seen: dict[str, SeenEvents], pid: int, reference: CurrentReference, shard: Shard,
 ) -> dict[str, Any]:
     """The speed layer's status: one entry per view (its query's progress and state, and
     the view's own late rows), and the reference state's keys per joined entity."""
@@ -133,34 +135,41 @@ def status_document(
         for view in queries[snapshot.name]:
             entries[view.name] = {**query_progress(snapshot), **state,
                                   "dropped_by_watermark_total": late.get(view.name, 0)}
-    return {"app": APP, "pid": pid, "written_at": time.time(),
+    return {"app": shard.app, "pid": pid, "written_at": time.time(),
             "active": all(s.active for s in snapshots), "views": dict(sorted(entries.items())),
             "reference": reference.status()}
 
 
-def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = None) -> None:
+def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = None,
+        shard_index: int = 0) -> None:
     """Run one query per lateness allowance of the chosen views until stopped (or until
-    one fails)."""
+    one fails), as shard ``shard_index`` of ``speed.shards``."""
+    shard = shards(settings)[shard_index]
+    if shard.assigned:  # the partitions to split are the settings' (or it fails loudly)
+        ensure_topic(settings.kafka, settings.kafka.events_topic)
+    check_shard_layout(settings, shard)
     contracts = ContractRegistry()
     views = load_views(contracts=contracts)
     chosen = queries_of([views[name] for name in (view_names or sorted(views))])
     check_format(settings, [view for group in chosen.values() for view in group])
-    seen = {name: SeenEvents(state_directory(settings.checkpoint_path(name)), group)
-            for name, group in chosen.items()}
+    seen = {name: SeenEvents(state_directory(settings.checkpoint_path(shard.checkpoint(name))),
+                             group) for name, group in chosen.items()}
     reference = CurrentReference(settings, [join for group in chosen.values()
                                             for view in group for join in view.joins])
     reference.start()  # before the first micro-batch joins with it
     try:
         starters = {name: partial(start_query, spark, settings, name, group, contracts,
-                                  seen[name], reference) for name, group in chosen.items()}
+                                  seen[name], reference, shard)
+                    for name, group in chosen.items()}
         queries = [start() for start in starters.values()]
         described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
                               for name, group in chosen.items())
-        print(f"speed: {len(queries)} queries started ({described}), reference state "
-              f"{reference.status()}, pid {os.getpid()}", flush=True)
+        print(f"{shard.describe()}: {len(queries)} queries started ({described}), reference "
+              f"state {reference.status()}, pid {os.getpid()}", flush=True)
         run_until_stopped(
-            settings, APP, queries,
-            lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference),
+            settings, shard.app, queries,
+            lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference,
+                                              shard),
             settings.speed.status_interval_seconds, restart=starters,
         )
     finally:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP
+from lambdalake.speed.service import SpeedLayer, shard_service
+from lambdalake.speed.shards import Shard, shards, speed_status
 from lambdalake.streaming.progress import failures, progress_time, read_status
-from lambdalake.streaming.service import StreamingService
 
 LAG_SAMPLES_FILE = "speed-lag-samples.json"
 
@@ -48,14 +48,19 @@ def lag_samples_path(settings: Settings) -> Path:
 
 
 def ensure_running(settings: Settings, timeout: float = 300.0) -> str:
-    """Start the speed layer unless it runs; say what was done."""
+    """Start every shard of the speed layer that does not run; say what was done."""
     if settings.speed.process_manager == "container":
         return "speed layer managed by the container orchestrator (not started here)"
-    service = StreamingService(settings, APP)
+    return "; ".join(_ensure_shard_running(settings, shard, timeout)
+                     for shard in shards(settings))
+
+
+def _ensure_shard_running(settings: Settings, shard: Shard, timeout: float) -> str:
+    service = shard_service(settings, shard)
     pid = service.process.pid()
     if pid is not None:
-        return f"speed layer running (pid {pid})"
-    left = read_status(settings, APP) or {}
+        return f"{shard.describe()} running (pid {pid})"
+    left = read_status(settings, shard.app) or {}
     failed = failures(left)
     pid = service.start(timeout=timeout)
     if failed:
@@ -64,7 +69,7 @@ def ensure_running(settings: Settings, timeout: float = 300.0) -> str:
         how = "restarted after a crash, from its checkpoints"
     else:
         how = "started"
-    return f"speed layer {how} (pid {pid})"
+    return f"{shard.describe()} {how} (pid {pid})"
 
 
 def _batch_age(document: dict[str, Any], now: float) -> float | None:
@@ -81,11 +86,14 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
     """Alive, fresh and keeping up? Records this check's lag for the growth trend."""
     now = time.time() if now is None else now
     speed = settings.speed
-    document = read_status(settings, APP) or {}
+    document = speed_status(settings)
+    down: list[str] = []
     if speed.process_manager == "container":  # another host: its status is the evidence
         running = document.get("active") is True
     else:
-        running = StreamingService(settings, APP).process.pid() is not None
+        down = [process.name for process in SpeedLayer(settings).processes
+                if process.pid() is None]
+        running = not down
     views = document.get("views", {})
     # views of one query show the same lag: count each query once
     by_query = {view.get("query", name): int(view.get("lag") or 0)
@@ -94,7 +102,8 @@ def check_health(settings: Settings, now: float | None = None) -> SpeedHealth:
     age = _batch_age(document, now)
     problems = []
     if not running:
-        problems.append("not running")
+        problems.append("not running" if settings.speed.shards == 1 or not down
+                        else f"not running: {', '.join(down)}")
     if not document or now - float(document.get("written_at", 0)) > speed.freshness_sla_seconds:
         problems.append(f"no status for over {speed.freshness_sla_seconds}s")
     elif lag and age is not None and age > speed.freshness_sla_seconds:

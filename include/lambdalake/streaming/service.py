@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.orchestration.spark_jobs import job_path
@@ -31,14 +31,16 @@ def app_process(settings: Settings, app: str) -> ManagedProcess:
     return ManagedProcess(app, settings.state_dir / "run")
 
 
-def start_app_process(settings: Settings, app: str) -> int:
-    """Start ``spark_jobs/<app>.py`` detached with these settings (a no-op if it runs).
+def start_app_process(settings: Settings, app: str, job: str | None = None,
+                      args: Sequence[str] = ()) -> int:
+    """Start ``spark_jobs/<job>.py`` (default: ``<app>.py``) with ``args`` detached, as
+    process ``app``, with these settings (a no-op if it runs).
 
     Ingest runs at a lower CPU priority than the speed layer: the speed layer's answers are
     the platform's freshest, while ingest's table feeds an hourly batch layer and its input
     waits safely in Kafka."""
     return app_process(settings, app).start(
-        [sys.executable, str(job_path(app))],
+        [sys.executable, str(job_path(job or app)), *args],
         env={**os.environ, **settings.to_environment()},
         cwd=PROJECT_ROOT,
         niceness=settings.ingest.niceness if app == "ingest" else 0,
@@ -46,26 +48,38 @@ def start_app_process(settings: Settings, app: str) -> int:
 
 
 class StreamingService:
-    """One streaming application as a component of the platform."""
+    """One streaming application as a component of the platform: ``spark_jobs/<job>.py``
+    (default: ``<app>.py``) run with ``args`` as process ``app``."""
 
-    def __init__(self, settings: Settings, app: str) -> None:
+    def __init__(self, settings: Settings, app: str, job: str | None = None,
+                 args: Sequence[str] = ()) -> None:
         self.settings = settings
         self.app = app
+        self.job = job
+        self.args = list(args)
         self.process = app_process(settings, app)
 
     def start(self, timeout: float = 180.0) -> int:
         """Start unless running; wait until every query reports progress; return the pid."""
+        pid = self.launch()
+        self.wait_ready(timeout)
+        return pid
+
+    def launch(self) -> int:
+        """Start unless running, without waiting for it; return the pid."""
         from lambdalake.kafka.topics import ensure_platform_topics
 
         ensure_platform_topics(self.settings.kafka)
         if self.process.pid() is None:  # a status left by a crashed run must not count
             status_path(self.settings, self.app).unlink(missing_ok=True)
-        pid = start_app_process(self.settings, self.app)
+        return start_app_process(self.settings, self.app, self.job, self.args)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until every query of the running application reports progress."""
         self.process.wait_until(
             lambda: (read_status(self.settings, self.app) or {}).get("active") is True, timeout,
             "its streaming queries report progress",
         )
-        return pid
 
     def stop(self) -> bool:
         """Stop gracefully: the running micro-batches finish; True if it was running."""
@@ -113,10 +127,13 @@ def is_transient(error: KafkaError) -> bool:
 def wait_caught_up(
     settings: Settings, app: str, timeout: float = 300.0, topics: list[str] | None = None,
     consumed: Callable[[dict[str, Any]], dict[str, int]] = consumed_offsets,
+    partitions: set[int] | None = None,
 ) -> dict[str, int]:
     """Wait until ``app`` has committed every record now in ``topics`` (default: the events
-    topic; by every query of it), as ``consumed`` reads its status document."""
-    target = topic_end_offsets(settings, topics=topics)
+    topic; by every query of it; only in ``partitions``, if given), as ``consumed`` reads
+    its status document."""
+    target = {key: end for key, end in topic_end_offsets(settings, topics=topics).items()
+              if partitions is None or int(key.rsplit(":", 1)[1]) in partitions}
     process = app_process(settings, app)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

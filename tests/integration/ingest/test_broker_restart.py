@@ -18,7 +18,7 @@ from lambdalake.ingest.service import ingest_process, start_ingest_process, wait
 from lambdalake.ingest.stream import QUERY_NAME
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import current_rows
-from lambdalake.speed.stream import APP as SPEED_APP
+from lambdalake.speed.shards import APP as SPEED_APP
 from lambdalake.speed.stream import queries_of
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.streaming import service

@@ -1,5 +1,6 @@
-"""The speed layer on real Kafka, SIGKILLed three times and restarted by its supervisor,
-converges to the batch layer: every closed interval's exact measures equal the batch
+"""The speed layer on real Kafka, as one process and as two shards (each owning some of the
+topic's partitions), SIGKILLed three times (one shard of two) and restarted by its
+supervisor, converges to the batch layer: every closed interval's exact measures equal the batch
 layer's, approximate ones are within their stated error, and events older than the
 watermark are counted by the query that dropped them (the batch layer includes them).
 The serving layer then merges both real layers at the batch high-water mark: answers stay
@@ -30,10 +31,10 @@ from lambdalake.serving.query import json_value, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import current_rows, realtime_table
-from lambdalake.speed.stream import APP, queries_of
+from lambdalake.speed.service import SpeedLayer, wait_speed_caught_up
+from lambdalake.speed.shards import shards, speed_status
+from lambdalake.speed.stream import queries_of
 from lambdalake.speed.supervisor import ensure_running
-from lambdalake.streaming import service
-from lambdalake.streaming.progress import read_status
 from lambdalake.streaming.service import app_process
 from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path, current_version
@@ -54,6 +55,7 @@ HOURS = 3
 
 @dataclass
 class SpeedRun:
+    shards: int
     settings: Settings
     start: datetime
     manifest: Manifest
@@ -79,11 +81,13 @@ def too_late_copies(profile: TrafficProfile, count: int) -> list[dict[str, Any]]
     raise AssertionError("not enough first-hour page views to copy")
 
 
-@pytest.fixture(scope="module")
-def speed_run(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpeedRun]:
+@pytest.fixture(scope="module", params=[1, 2], ids=["one process", "two shards"])
+def speed_run(kafka: Any, tmp_path_factory: pytest.TempPathFactory,
+              request: pytest.FixtureRequest) -> Iterator[SpeedRun]:
     root = tmp_path_factory.mktemp("speed")
     with pytest.MonkeyPatch.context() as patch:
         for key, value in {
+            "LAMBDALAKE_SPEED__SHARDS": str(request.param),
             "LAMBDALAKE_KAFKA__EVENTS_TOPIC__NAME": f"test.speed.{uuid.uuid4().hex[:8]}",
             "LAMBDALAKE_LAKE__ROOT": str(root / "lake"),
             "LAMBDALAKE_LAKE__CHECKPOINT_ROOT": str(root / "checkpoints"),
@@ -104,8 +108,9 @@ def speed_run(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         try:
             start_ingest_process(settings)
             production = produce_in_background(settings, profile)
-            process = app_process(settings, APP)
-            checkpoints = [Path(settings.checkpoint_path(name))
+            victim = shards(settings)[-1]  # the only one, or the second of two
+            process = app_process(settings, victim.app)
+            checkpoints = [Path(settings.checkpoint_path(victim.checkpoint(name)))
                            for name in queries_of(list(load_views().values()))]
             said, last_committed = [], {}
             for _ in range(KILLS):
@@ -114,15 +119,15 @@ def speed_run(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 assert process.pid() is None
             said.append(ensure_running(settings))
             manifest = production.manifest(timeout=600)
-            service.wait_caught_up(settings, APP, timeout=600)
+            wait_speed_caught_up(settings, timeout=600)
             for event in too_late_copies(profile, TOO_LATE):
                 production.producer.send(event["user_id"].encode(), encode_event(event))
             production.producer.flush()
-            service.wait_caught_up(settings, APP, timeout=300)
+            wait_speed_caught_up(settings, timeout=300)
             wait_caught_up(settings, timeout=600)
-            yield SpeedRun(settings, start, manifest, said, read_status(settings, APP) or {})
+            yield SpeedRun(request.param, settings, start, manifest, said, speed_status(settings))
         finally:
-            app_process(settings, APP).stop(timeout=60, root_first=True)
+            SpeedLayer(settings).stop()
             app_process(settings, "ingest").stop(timeout=60, root_first=True)
 
 
@@ -154,9 +159,16 @@ def both_layers(spark: SparkSession, run: SpeedRun, view: ViewDefinition
 
 @pytest.mark.chaos
 def test_the_supervisor_restarted_the_speed_layer_after_each_kill(speed_run: SpeedRun) -> None:
-    said = speed_run.supervisor_said
-    assert said[0].startswith("speed layer started"), said
-    assert all(s.startswith("speed layer restarted after a crash") for s in said[1:]), said
+    said = [line.split("; ") for line in speed_run.supervisor_said]
+    if speed_run.shards == 1:
+        assert said[0][0].startswith("speed layer started"), said
+        assert all(s[0].startswith("speed layer restarted after a crash") for s in said[1:]), said
+    else:  # the second shard was killed; the first ran on
+        assert [s.startswith(f"speed shard {i} of 2 started") for i, s in enumerate(said[0])
+                ] == [True, True], said
+        assert all(s[0].startswith("speed shard 0 of 2 running") and
+                   s[1].startswith("speed shard 1 of 2 restarted after a crash")
+                   for s in said[1:]), said
     assert len(said) == KILLS + 1
     assert speed_run.manifest.acknowledged == speed_run.manifest.produced == EVENTS
 
@@ -205,12 +217,20 @@ def test_events_older_than_the_watermark_are_counted_by_each_view_that_reads_the
 
 
 def test_the_status_reports_each_query(speed_run: SpeedRun) -> None:
+    """Each query of each shard: with shards, every partition is some shard's, and the
+    speed layer's watermark is its slowest shard's."""
     for name, view in speed_run.status["views"].items():
         assert view["active"] is True, name
         assert view["lag"] == 0 and set(view["lag_per_partition"]) == set(view["end_offsets"])
         assert view["watermark"] > speed_run.start.isoformat()[:19], name
         assert view["state_rows"] > 0, name
         assert view["batch_timestamp"] and view["processed_rows_per_second"] is not None
+        partitions = speed_run.settings.kafka.events_topic.partitions
+        assert len(view["end_offsets"]) == partitions, name
+        if speed_run.shards > 1:
+            own = {app: entry["watermark"] for app, entry in view["shards"].items()}
+            assert sorted(own) == ["speed-0", "speed-1"] and view["watermark"] == min(
+                own.values()), name
 
 
 def test_the_realtime_gate_passes_on_every_row_the_speed_layer_wrote(speed_run: SpeedRun) -> None:

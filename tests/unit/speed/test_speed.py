@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lambdalake.settings import Settings
-from lambdalake.speed.stream import APP
+from lambdalake.speed.shards import APP
 from lambdalake.speed.supervisor import check_health, ensure_running
 from lambdalake.streaming.progress import (
     consumed_offsets,
