@@ -47,14 +47,18 @@ def view_columns(rows: list[tuple[int, str, int]],
     }
 
 
-def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]]) -> None:
+def append_realtime(lake: Settings, batch_id: int, rows: list[tuple[int, str, int]],
+                    shard: int = 0, written_at: datetime | None = None) -> None:
     """page_traffic real-time partials (hour, page, views; the same one user and session) as
-    the speed layer's batch ``batch_id``."""
+    speed shard ``shard``'s batch ``batch_id``, written at ``written_at`` (default: the
+    row's hour plus ``batch_id`` minutes)."""
     one = sketch_of(["user-1"], load_views()["page_traffic"].sketch_lg_k)
     write_deltalake(lake.table_path(realtime_table("page_traffic")), pa.table({
         **view_columns(rows, pa.array([one] * len(rows), pa.binary())),
         "batch_id": pa.array([batch_id] * len(rows), pa.int64()),
-        "updated_at": pa.array([hour(h) + timedelta(minutes=batch_id) for h, _, _ in rows], TS),
+        "shard": pa.array([shard] * len(rows), pa.int32()),
+        "updated_at": pa.array([written_at or hour(h) + timedelta(minutes=batch_id)
+                                for h, _, _ in rows], TS),
     }), partition_by=["window_start"], mode="append")
 
 

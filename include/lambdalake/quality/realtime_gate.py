@@ -7,10 +7,12 @@ aggregates, one per key and micro-batch) are read with delta-rs (only those whos
 their sketches are estimated, the suite's derived columns are computed by DuckDB from the
 same SQL the Spark gates use, and GX validates the pandas frame (``realtime_suite``).
 
-Each view remembers the newest ``updated_at`` it gated in
+Each view remembers, per speed shard, the newest ``updated_at`` it gated in
 ``<state>/quality/realtime-gated.json``; the next gate starts after it, so every row is
-gated once (``updated_at`` is the write time stamped by the table's one writer, so it grows
-with the table; a gate that did not run keeps the mark, and the rows are gated next time). A
+gated once (``updated_at`` is the write time a shard stamps on its appends, one after the
+other, so it grows with each shard's commits; across shards it need not, which is why the
+mark is per shard; a gate that did not run keeps the marks, and the rows are gated next
+time; rows written before shards existed are shard 0's). A
 failed gate is recorded in the quality history like every other layer's and fails the
 supervisor's task, which raises an alert; the rows stay (serving shows them, and the batch
 layer supersedes them), because the real-time view is provisional by design.
@@ -68,15 +70,27 @@ def _write_marks(settings: Settings, marks: dict[str, Any]) -> None:
     temporary.replace(path)  # atomic: marks are never half written
 
 
-def gated_until(settings: Settings) -> dict[str, datetime]:
-    """Per view, the newest ``updated_at`` already gated."""
+def gated_until(settings: Settings) -> dict[str, dict[int, datetime]]:
+    """Per view and speed shard, the newest ``updated_at`` already gated (a mark from before
+    shards, one stamp per view, is shard 0's)."""
     views = _read_marks(settings).get("views", {})
-    return {view: datetime.fromisoformat(stamp) for view, stamp in views.items()}
+    return {view: {0: datetime.fromisoformat(marks)} if isinstance(marks, str)
+            else {int(shard): datetime.fromisoformat(stamp) for shard, stamp in marks.items()}
+            for view, marks in views.items()}
 
 
-def _remember(settings: Settings, view: ViewDefinition, newest: datetime) -> None:
+def _remember(settings: Settings, view: ViewDefinition, rows: pa.Table) -> None:
+    """Move each shard's mark to the newest of its rows gated now."""
+    import pyarrow.compute as pc
+
     marks = _read_marks(settings)
-    marks["views"] = {**marks.get("views", {}), view.name: newest.isoformat()}
+    views = marks.get("views", {})
+    mine = {str(shard): stamp.isoformat()
+            for shard, stamp in gated_until(settings).get(view.name, {}).items()}
+    for shard in pc.unique(rows.column("shard")).to_pylist():
+        of_shard = rows.filter(pc.equal(rows.column("shard"), shard))
+        mine[str(shard)] = pc.max(of_shard.column("updated_at")).as_py().isoformat()
+    marks["views"] = {**views, view.name: mine}
     _write_marks(settings, marks)
 
 
@@ -115,9 +129,24 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Tabl
     """The real-time rows of ``view`` not gated yet, at most the newest ``max_rows`` (the
     task log says how many were left out), each row's distinct counts estimated from its
     sketches; None if there are none (or no table)."""
-    since = gated_until(settings).get(view.name)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    marks = gated_until(settings).get(view.name, {})
+    every_shard_marked = all(shard in marks for shard in range(settings.speed.shards))
+    since = min(marks.values()) if marks and every_shard_marked else None
     rows = RealtimeTable(settings, view).partials(updated_after=since)
-    if rows is None or rows.num_rows == 0:
+    if rows is None:
+        return None
+    shards = (pc.fill_null(rows.column("shard"), 0) if "shard" in rows.schema.names
+              else pa.array([0] * rows.num_rows, pa.int32()))  # written before shards
+    rows = rows.drop_columns([c for c in ("shard",) if c in rows.schema.names]).append_column(
+        "shard", shards)
+    unseen = [mark is None or written > mark for written, mark in zip(
+        rows.column("updated_at").to_pylist(),
+        (marks.get(shard) for shard in shards.to_pylist()), strict=True)]
+    rows = rows.filter(pa.array(unseen, pa.bool_()))
+    if rows.num_rows == 0:
         return None
     if rows.num_rows > max_rows:
         log.warning("%s: gating the newest %d of %d rows written since %s", view.name,
@@ -175,7 +204,7 @@ def validate_realtime(
             sample_size)
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run(LAYER, view.name, start, end, error, began)
-    _remember(settings, view, newest)
+    _remember(settings, view, rows)
     return GateResult(LAYER, view.name, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
                       rows=rows.num_rows, seconds=time.monotonic() - began,

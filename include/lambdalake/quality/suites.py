@@ -41,10 +41,11 @@ constraint in a contract changes the suites by itself. Five suites exist:
 ``realtime_suite`` (rows the speed layer appended to a view's real-time table recently):
     the same window, dimension and measure rules as ``view_suite`` (shared helpers), adapted
     to how the table is written: every micro-batch appends each key it touched again, with
-    ``batch_id`` and ``updated_at`` (both not null), so the key is unique *per micro-batch*
-    (key + ``batch_id``), not in the table; no lineage columns; no interval, but no window
-    may start more than one grain after the gate ran (parameter ``window_start_max``,
-    ``realtime_parameters(now, view)``). Rows are partial aggregates (one micro-batch's
+    ``batch_id``, ``shard`` and ``updated_at`` (all not null), so the key is unique *per
+    shard's micro-batch* (key + ``shard`` + ``batch_id``), not in the table; no lineage
+    columns; no interval, but no window may start more than one grain after the gate ran
+    (parameter ``window_start_max``, ``realtime_parameters(now, view)``). Rows are partial
+    aggregates (one micro-batch's
     events per key); a distinct count is a HyperLogLog sketch and a percentile a KLL
     sketch, which the gate estimates before validating, so they get the same checks as the
     exact values (a KLL sketch answers one of the values it holds: within the contract's
@@ -127,8 +128,9 @@ bytes, kept for forensics and replay) are read by no layer and not validated."""
 
 WINDOW_START_MAX = "window_start_max"
 """The real-time suite's parameter: the latest plausible window start (``realtime_parameters``)."""
-REALTIME_COLUMNS = ("batch_id", "updated_at")
-"""What the speed layer stamps on each real-time row: its micro-batch and the write time."""
+REALTIME_COLUMNS = ("batch_id", "shard", "updated_at")
+"""What the speed layer stamps on each real-time row: its micro-batch, the speed shard that
+ran it, and the write time."""
 
 BRONZE_SUITE = BRONZE_TABLE
 QUARANTINE_SUITE = QUARANTINE_TABLE
@@ -558,8 +560,8 @@ def realtime_suite(
                   "every row records the micro-batch that wrote it and when (a key's newest "
                   "row is its value)", CRITICAL, column=column)
           for column in REALTIME_COLUMNS),
-        _unique_check([*view.key, "batch_id"], "a micro-batch writes each key once (its "
-                      "whole current value)"),
+        _unique_check([*view.key, "shard", "batch_id"], "a shard's micro-batch writes each "
+                      "key once (its partial aggregates of the batch)"),
         _expect(gx.expectations.ExpectColumnValuesToBeBetween, "not_future:window_start",
                 "no window starts later than one grain after the gate ran (ingest refuses "
                 "events from further in the future)", CRITICAL,

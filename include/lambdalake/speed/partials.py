@@ -31,7 +31,7 @@ from lambdalake.views.definition import Measure, ViewDefinition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_NEWEST = ("window_end", "batch_id", "updated_at")
+_NEWEST = ("window_end", "batch_id", "shard", "updated_at")
 """Bookkeeping columns: a merged row keeps the newest value of each."""
 
 

@@ -35,6 +35,9 @@ from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, sketched_measures, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
+WRITER_COLUMNS = ("batch_id", "shard")
+"""Which micro-batch of which speed shard wrote a row: not part of a view's value."""
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -72,10 +75,12 @@ class RealtimeTable:
 
         return DeltaTable(self.uri) if DeltaTable.is_deltatable(self.uri) else None
 
-    def append(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
-        """Append ``rows`` as batch ``batch_id`` of ``app_id``, exactly once per (app_id,
-        batch_id); an append that lost a race with the serving step's commit is tried
-        again from the newer version (it committed nothing).
+    def append(self, rows: pa.Table, app_id: str, batch_id: int, shard: int = 0) -> bool:
+        """Append ``rows`` as batch ``batch_id`` of ``app_id`` (speed shard ``shard``),
+        exactly once per (app_id, batch_id); an append that lost a race with another
+        shard's or the serving step's commit is tried again from the newer version (it
+        committed nothing). A table written before shards existed gains the ``shard``
+        column with the first append of this version (its older rows have none).
 
         Returns False when there was nothing to write: no rows (a batch that touched no key
         of this view), or the batch had committed before (a replay after a crash)."""
@@ -86,6 +91,7 @@ class RealtimeTable:
             return False
         now = pa.scalar(datetime.now(UTC), pa.timestamp("us", tz="UTC"))
         rows = rows.append_column("batch_id", pa.array([batch_id] * rows.num_rows, pa.int64()))
+        rows = rows.append_column("shard", pa.array([shard] * rows.num_rows, pa.int32()))
         rows = utc_timestamps(
             rows.append_column("updated_at", pa.array([now] * rows.num_rows, now.type)))
 
@@ -96,7 +102,8 @@ class RealtimeTable:
                 return False
             write_deltalake(
                 table if table is not None else self.followed.uri, rows, mode="append",
-                partition_by=["window_start"], commit_properties=CommitProperties(
+                schema_mode="merge", partition_by=["window_start"],
+                commit_properties=CommitProperties(
                     app_transactions=[Transaction(app_id, batch_id)]),
             )
             return True
@@ -122,7 +129,7 @@ class RealtimeTable:
         if rows is None:
             return None
         return with_estimates(merge_partials(rows, self.view), self.view).drop_columns(
-            ["batch_id"])
+            [column for column in WRITER_COLUMNS if column in rows.schema.names])
 
     def format_problem(self) -> str | None:
         """Why the speed layer cannot append to this table, if an earlier speed layer wrote

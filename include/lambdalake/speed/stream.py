@@ -73,7 +73,8 @@ def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
 
 
 def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEvents,
-                   app_id: str, batch_id: int, reference: CurrentReference) -> None:
+                   app_id: str, batch_id: int, reference: CurrentReference,
+                   shard: Shard) -> None:
     """Append each view's partial aggregates of one micro-batch's newly seen, timely events.
     The batch (the few columns the views read) is collected once, as Arrow, deduplicated
     and aggregated there per view: one Spark job per micro-batch. A view's joins take the
@@ -88,7 +89,7 @@ def write_partials(events: DataFrame, tables: list[RealtimeTable], seen: SeenEve
     def append(table: RealtimeTable) -> bool:
         rows = (as_of_now(admission.events, table.view, reference.lookup) if table.view.joins
                 else admission.events)
-        return table.append(partials_of(rows, table.view), app_id, batch_id)
+        return table.append(partials_of(rows, table.view), app_id, batch_id, shard.index)
 
     with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="append") as pool:
         list(pool.map(append, tables))  # every append done (or its error raised) before ...
@@ -110,7 +111,7 @@ def start_query(
         stream.check()
         if not app_ids:  # the query's id is kept in its checkpoint: stable across restarts
             app_ids.append(f"lambdalake-{name}-{active_query_id(spark, name)}")
-        write_partials(events, tables, seen, app_ids[0], batch_id, reference)
+        write_partials(events, tables, seen, app_ids[0], batch_id, reference, shard)
 
     return (
         view_events(valid_only(stream.records), views)

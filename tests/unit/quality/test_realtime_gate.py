@@ -43,14 +43,14 @@ def test_good_rows_pass_and_each_row_is_gated_once(
     append_realtime(lake, 1, [(1, "/a", 3), (2, "/b", 1)])  # 01:00 /a again: another partial
     first = validate_realtime(lake, page_traffic, now=NOW)
     assert first is not None and first.success, first.report()
-    assert (first.layer, first.rows, first.evaluated) == ("realtime", 4, 15)
+    assert (first.layer, first.rows, first.evaluated) == ("realtime", 4, 16)
     assert (first.start, first.end) == (hour(0), hour(2) + timedelta(minutes=1, seconds=1))
     assert validate_realtime(lake, page_traffic, now=NOW) is None  # nothing new
     append_realtime(lake, 3, [(3, "/a", 1)])
     second = validate_realtime(lake, page_traffic, now=NOW)
     assert second is not None and second.success and second.rows == 1
     assert second.interval == "[2026-11-20 03:03:00, 2026-11-20 03:03:01)"  # one write
-    assert gated_until(lake) == {"page_traffic": hour(3) + timedelta(minutes=3)}
+    assert gated_until(lake) == {"page_traffic": {0: hour(3) + timedelta(minutes=3)}}
 
 
 def test_bad_rows_fail_naming_each_broken_rule(
@@ -64,12 +64,13 @@ def test_bad_rows_fail_naming_each_broken_rule(
         "page": ["/c"], "views": pa.array([1], pa.int64()),
         "unique_users": pa.array([sketch_of(["user-1"], page_traffic.sketch_lg_k)]),
         "unique_sessions": pa.array([None], pa.binary()),
-        "batch_id": pa.array([2], pa.int64()), "updated_at": pa.array([hour(4)], TS),
+        "batch_id": pa.array([2], pa.int64()), "shard": pa.array([0], pa.int32()),
+        "updated_at": pa.array([hour(4)], TS),
     }), partition_by=["window_start"], mode="append")
     result = validate_realtime(lake, page_traffic, now=NOW)
     assert result is not None and not result.success
     assert failed_checks(result) == {
-        "unique:window_start,page,batch_id": 2,   # one micro-batch wrote a key twice
+        "unique:window_start,page,shard,batch_id": 2,  # a micro-batch wrote a key twice
         "range:views": 1,                          # a negative count
         "not_future:window_start": 1,              # 09:00 starts after NOW + one hour
         "window": 1,                               # 03:30 is not aligned to the hour
@@ -78,6 +79,34 @@ def test_bad_rows_fail_naming_each_broken_rule(
     window = next(o for o in result.critical_failures if o.check == "window")
     assert window.samples == ["2026-11-20 03:30:00+00 .. 2026-11-20 04:30:00+00"]
     assert validate_realtime(lake, page_traffic, now=NOW) is None  # reported once
+
+
+def test_rows_of_two_shards_are_each_gated_once_whatever_order_their_stamps_commit_in(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    """Each shard stamps its own appends: shard 1's rows may be stamped before shard 0's and
+    commit after the gate took shard 0's. The same micro-batch number of two shards is two
+    micro-batches."""
+    lake.speed.shards = 2
+    append_realtime(lake, 4, [(0, "/a", 1)], shard=0, written_at=hour(5))
+    append_realtime(lake, 4, [(0, "/a", 2)], shard=1, written_at=hour(4))
+    first = validate_realtime(lake, page_traffic, now=NOW)
+    assert first is not None and first.success and first.rows == 2, first and first.report()
+    append_realtime(lake, 5, [(0, "/a", 3)], shard=1, written_at=hour(4) + timedelta(minutes=1))
+    late = validate_realtime(lake, page_traffic, now=NOW)
+    assert late is not None and late.success and late.rows == 1, "stamped before shard 0's"
+    assert validate_realtime(lake, page_traffic, now=NOW) is None
+    assert gated_until(lake) == {"page_traffic": {0: hour(5), 1: hour(4) + timedelta(minutes=1)}}
+
+
+def test_a_mark_from_before_shards_is_shard_zeros(
+    lake: Settings, page_traffic: ViewDefinition
+) -> None:
+    realtime_gate._write_marks(lake, {"views": {"page_traffic": hour(2).isoformat()}})
+    assert gated_until(lake) == {"page_traffic": {0: hour(2)}}
+    append_realtime(lake, 1, [(1, "/a", 1), (3, "/a", 1)])  # written at 01:01 and 03:01
+    result = validate_realtime(lake, page_traffic, now=NOW)
+    assert result is not None and result.success and result.rows == 1
 
 
 def test_the_newest_rows_are_gated_when_too_many_were_written(
