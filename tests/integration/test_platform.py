@@ -39,6 +39,7 @@ from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.reference_state import entry_hash
 from lambdalake.speed.shards import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
+from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
 from tests.support.contracts import contracts_with_page_view_v2
@@ -73,6 +74,12 @@ def platform(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[P
              ) -> Iterator[Platform]:
     with fresh_platform(STACK_ENV) as stack:
         yield stack
+
+
+def speed_process(platform: Platform) -> ManagedProcess:
+    """The platform's speed layer process: it runs one shard here."""
+    (process,) = platform.speed.processes
+    return process
 
 
 def stack_processes(settings: Settings) -> list[psutil.Process]:
@@ -158,9 +165,9 @@ def test_a_triggered_run_succeeds_through_the_scheduler(platform: Platform) -> N
 @pytest.mark.chaos
 def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) -> None:
     settings = platform.settings
-    killed = platform.speed.process.pid()
+    killed = speed_process(platform).pid()
     assert killed is not None, "`up` starts the speed layer"
-    platform.speed.process.kill()
+    speed_process(platform).kill()
     client = AirflowClient(
         settings.airflow.base_url, settings.airflow.admin_user, platform.airflow.admin_password
     )
@@ -172,7 +179,7 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     assert client.task_states(dag_id, run_id) == {
         "supervise": "success", "alert": "skipped", "gate_realtime": "success",
         "keep_spark_connect": "success"}
-    restarted = platform.speed.process.pid()
+    restarted = speed_process(platform).pid()
     assert restarted is not None and restarted != killed
 
 
@@ -339,8 +346,8 @@ def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_to
         assert {k: v for k, v in state.items() if (entity, k) not in shadowed} == {
             k: v for k, v in truth[entity].items() if (entity, k) not in shadowed}
 
-    killed = platform.speed.process.pid()
-    platform.speed.process.kill()
+    killed = speed_process(platform).pid()
+    speed_process(platform).kill()
     platform.speed.start()
     deadline = time.monotonic() + 300
     while (read_status(settings, SPEED_APP) or {}).get("pid") in (None, killed):
@@ -372,7 +379,7 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
     a restart of either (their queries start again, planned with the new schema, in the
     same process): every event lands in bronze as valid and counts in the real-time view."""
     settings = platform.settings
-    running = {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)}
+    running = {p.name: p.pid() for p in (platform.ingest.process, speed_process(platform))}
     v2 = contracts_with_page_view_v2(tmp_path / "events")
     client = registry_client(settings.registry)
     topic = settings.kafka.events_topic.name
@@ -404,9 +411,9 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
             break
         time.sleep(1)
     assert [(row["source"], row["views"]) for row in rows] == [("realtime", len(sent))]
-    assert {p.name: p.pid() for p in (platform.ingest.process, platform.speed.process)
+    assert {p.name: p.pid() for p in (platform.ingest.process, speed_process(platform))
             } == running
-    for process in (platform.ingest.process, platform.speed.process):  # queries planned anew
+    for process in (platform.ingest.process, speed_process(platform)):  # queries planned anew
         assert "starts again, planned anew: the events topic's registered schemas changed" in (
             process.log_tail(500)), process.name
 

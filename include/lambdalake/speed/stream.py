@@ -1,10 +1,10 @@
 """The speed layer: every view in near real time from Kafka, one streaming query per
 lateness allowance.
 
-Each query reads the events topic, classifies records exactly as ingest does, in its plan
-(``ClassifiedStream``: it counts the same valid events the batch layer will, and a malformed
-record can never fail it), and keeps the event types its views read, with only the columns
-they use. Each micro-batch is
+Each query reads the events topic (a shard's partitions of it: ``lambdalake.speed.shards``),
+classifies records exactly as ingest does, in its plan (``ClassifiedStream``: it counts the
+same valid events the batch layer will, and a malformed record can never fail it), and keeps
+the event types its views read, with only the columns they use. Each micro-batch is
 collected once as Arrow; ``SeenEvents`` (``lambdalake.speed.dedup``) keeps the events seen
 for the first time and not later than the query's watermark (its newest event time minus
 the lateness allowance), and each view's partial aggregates of those events come from the
@@ -47,6 +47,7 @@ from lambdalake.views.enrichment import as_of_now
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
 
 def query_name(view: ViewDefinition) -> str:
     """The query that maintains ``view``: one per lateness allowance (and event-time column)."""
@@ -145,6 +146,9 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
         shard_index: int = 0) -> None:
     """Run one query per lateness allowance of the chosen views until stopped (or until
     one fails), as shard ``shard_index`` of ``speed.shards``."""
+    if not 0 <= shard_index < settings.speed.shards:
+        raise ValueError(f"no shard {shard_index}: speed.shards is {settings.speed.shards} "
+                         f"(shards 0 to {settings.speed.shards - 1})")
     shard = shards(settings)[shard_index]
     if shard.assigned:  # the partitions to split are the settings' (or it fails loudly)
         ensure_topic(settings.kafka, settings.kafka.events_topic)
