@@ -138,13 +138,14 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Tabl
     rows = RealtimeTable(settings, view).partials(updated_after=since)
     if rows is None:
         return None
-    shards = (pc.fill_null(rows.column("shard"), 0) if "shard" in rows.schema.names
-              else pa.array([0] * rows.num_rows, pa.int32()))  # written before shards
-    rows = rows.drop_columns([c for c in ("shard",) if c in rows.schema.names]).append_column(
-        "shard", shards)
+    if "shard" in rows.schema.names:  # rows written before shards have none: shard 0's
+        rows = rows.set_column(rows.schema.get_field_index("shard"), "shard",
+                               pc.fill_null(rows.column("shard"), 0))
+    else:
+        rows = rows.append_column("shard", pa.array([0] * rows.num_rows, pa.int32()))
     unseen = [mark is None or written > mark for written, mark in zip(
         rows.column("updated_at").to_pylist(),
-        (marks.get(shard) for shard in shards.to_pylist()), strict=True)]
+        (marks.get(shard) for shard in rows.column("shard").to_pylist()), strict=True)]
     rows = rows.filter(pa.array(unseen, pa.bool_()))
     if rows.num_rows == 0:
         return None

@@ -66,6 +66,7 @@ class Shard:
 
 
 def shards(settings: Settings) -> list[Shard]:
+    """Every shard of the speed layer, by index (one: the speed layer as it always was)."""
     return [Shard(index, settings.speed.shards) for index in range(settings.speed.shards)]
 
 
