@@ -7,13 +7,12 @@ streams' checkpoints, status and history and the real-time gate's marks.
 
 from __future__ import annotations
 
-from lambdalake.lake.bookkeeping import arrow_filesystem
 from lambdalake.quality.realtime_gate import marks_path
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.speed.service import SpeedLayer
-from lambdalake.speed.shards import APP
+from lambdalake.speed.shards import APP, speed_checkpoints
 from lambdalake.speed.supervisor import lag_samples_path
 from lambdalake.streaming.progress import status_path
 from lambdalake.views.definition import load_views
@@ -25,17 +24,13 @@ def reset_speed_layer(settings: Settings) -> list[str]:
     tables, status, batch history and gate marks. Refuses while it or the query API runs;
     returns what it removed. The batch layer is untouched and answers every window it
     published."""
-    from pyarrow import fs
 
     running = [process.name for process in [*SpeedLayer(settings).processes,
                                             ServingService(settings).process]
                if process.pid() is not None]
     if running:
         raise RuntimeError(f"stop {' and '.join(running)} first (make down)")
-    filesystem, root = arrow_filesystem(settings.checkpoint_path(""))
-    found = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    checkpoints = [info.path for info in found  # old and new query names
-                   if info.type == fs.FileType.Directory and info.base_name.startswith("speed_")]
+    filesystem, checkpoints = speed_checkpoints(settings)
     status = status_path(settings, APP).parent  # every shard's, of any number of shards
     files = [path for path in dict.fromkeys((
         *status.glob(f"{APP}.json"), *status.glob(f"{APP}-*.json"),

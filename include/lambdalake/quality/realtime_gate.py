@@ -85,8 +85,8 @@ def _remember(settings: Settings, view: ViewDefinition, rows: pa.Table) -> None:
 
     marks = _read_marks(settings)
     views = marks.get("views", {})
-    mine = {str(shard): stamp.isoformat()
-            for shard, stamp in gated_until(settings).get(view.name, {}).items()}
+    before = views.get(view.name, {})
+    mine = {"0": before} if isinstance(before, str) else dict(before)  # from before shards
     for shard in pc.unique(rows.column("shard")).to_pylist():
         of_shard = rows.filter(pc.equal(rows.column("shard"), shard))
         mine[str(shard)] = pc.max(of_shard.column("updated_at")).as_py().isoformat()

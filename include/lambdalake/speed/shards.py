@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdalake.lake.bookkeeping import arrow_filesystem
 from lambdalake.settings import Settings
 from lambdalake.streaming.progress import read_status
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
 
 APP = "speed"
 SHARDED_CHECKPOINT = re.compile(r"-shard-\d+-of-(\d+)$")
@@ -70,16 +73,23 @@ def shards(settings: Settings) -> list[Shard]:
     return [Shard(index, settings.speed.shards) for index in range(settings.speed.shards)]
 
 
-def check_shard_layout(settings: Settings, shard: Shard) -> None:
-    """Refuse to start beside checkpoints of another number of shards: they cover other
-    partitions, and resuming (or starting afresh beside them) would count events twice."""
+def speed_checkpoints(settings: Settings) -> tuple[pafs.FileSystem, list[str]]:
+    """The filesystem of the checkpoint root and the paths of every speed query's checkpoint
+    on it, of any shard and any number of shards."""
     from pyarrow import fs
 
     filesystem, root = arrow_filesystem(settings.checkpoint_path(""))
     found = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    other = sorted(info.base_name for info in found if info.type == fs.FileType.Directory
-                   and info.base_name.startswith(f"{APP}_")
-                   and shard_count_of(info.base_name) != shard.count)
+    return filesystem, [info.path for info in found if info.type == fs.FileType.Directory
+                        and info.base_name.startswith(f"{APP}_")]
+
+
+def check_shard_layout(settings: Settings, shard: Shard) -> None:
+    """Refuse to start beside checkpoints of another number of shards: they cover other
+    partitions, and resuming (or starting afresh beside them) would count events twice."""
+    _, checkpoints = speed_checkpoints(settings)
+    other = sorted(name for name in (path.rsplit("/", 1)[-1] for path in checkpoints)
+                   if shard_count_of(name) != shard.count)
     if other:
         raise RuntimeError(
             f"{shard.describe()}: the checkpoints {', '.join(other)} are of another number of "
