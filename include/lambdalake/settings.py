@@ -412,6 +412,10 @@ class ServingSettings(BaseModel):
     refresh_seconds: float = Field(
         0.25, gt=0, description="how often the API looks for new Delta versions"
     )
+    commit_poll_seconds: float = Field(
+        0.02, gt=0, description="between refreshes, how often the API looks for a real-time "
+        "table's next commit (one file lookup per view: raise it on object storage)"
+    )
     default_limit: int = Field(100, ge=1, description="rows per page when none is asked")
     max_limit: int = Field(1000, ge=1, description="larger pages are refused (HTTP 422)")
     retire_margin_seconds: int = Field(

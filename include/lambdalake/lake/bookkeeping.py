@@ -69,6 +69,21 @@ class FollowedTable:
             self.table.update_incremental()
         return self.table.version()
 
+    def moved(self) -> bool:
+        """Whether a commit newer than the one ``refresh`` read exists: one file lookup (60 µs
+        on a local disk, a HEAD request on object storage), where ``refresh`` lists the log."""
+        if self.table is None:
+            return bool(DeltaTable.is_deltatable(self.uri))
+        commit = self._storage().get_file_info(f"_delta_log/{self.table.version() + 1:020}.json")
+        found: bool = commit.type != pafs.FileType.NotFound
+        return found
+
+    def _storage(self) -> pafs.FileSystem:
+        """The table's storage, paths relative to its root (opened once)."""
+        if self._filesystem is None:
+            self._filesystem = pafs.PyFileSystem(DeltaStorageHandler(self.uri))
+        return self._filesystem
+
     def data_files(self) -> dict[str, dict[str, Any]]:
         """The current version's data files (paths from the table's root), each with its
         partition values: what ``read`` takes."""
@@ -92,16 +107,14 @@ class FollowedTable:
         if unreadable:  # file by file, these would read wrong rows: refuse
             raise DeltaProtocolError(f"{self.uri} uses {sorted(unreadable)}: not readable "
                                      "file by file")
-        if self._filesystem is None:
-            self._filesystem = pafs.PyFileSystem(DeltaStorageHandler(self.uri))
+        storage = self._storage()
         schema = pa.schema(self.table.schema().to_arrow())
         file_format = pads.ParquetFileFormat()
         fragments = [file_format.make_fragment(
-            path, filesystem=self._filesystem,
+            path, filesystem=storage,
             partition_expression=_partition_condition(values, schema),
         ) for path, values in files.items()]
-        return pads.FileSystemDataset(fragments, schema, file_format,
-                                      self._filesystem).to_table()
+        return pads.FileSystemDataset(fragments, schema, file_format, storage).to_table()
 
 
 def _partition_condition(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:

@@ -14,8 +14,9 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 With ``serving.api_token`` set, every route but ``/health`` (and the OpenAPI document)
 needs ``Authorization: Bearer <token>``; production refuses to start without one.
 
-A background thread refreshes the snapshots every ``serving.refresh_seconds``; a request
-only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
+A background thread refreshes the snapshots every ``serving.refresh_seconds``, and as soon as
+a real-time table has a new commit (looked for every ``serving.commit_poll_seconds``); a
+request only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
 the previous snapshots and shows in ``/health``.
 """
 
@@ -101,11 +102,13 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
 
 
 class Refresher:
-    """Refreshes a store every ``interval`` seconds in a daemon thread; remembers failures."""
+    """Refreshes a store every ``interval`` seconds in a daemon thread, and as soon as a
+    real-time table commits (looked for every ``poll`` seconds); remembers failures."""
 
-    def __init__(self, store: SnapshotStore, interval: float) -> None:
+    def __init__(self, store: SnapshotStore, interval: float, poll: float) -> None:
         self.store = store
         self.interval = interval
+        self.poll = poll
         self.last_success: float | None = None
         self.last_error: str | None = None
         self._stop = threading.Event()
@@ -126,7 +129,20 @@ class Refresher:
             except Exception as error:  # noqa: BLE001 - keep serving the last snapshots
                 self.last_error = f"{type(error).__name__}: {error}"
                 log.warning("snapshot refresh failed: %s", self.last_error)
-            self._stop.wait(self.interval)
+            self._wait_for_change()
+
+    def _wait_for_change(self) -> None:
+        """Until the interval is over, a real-time table has committed, or stop: so a
+        speed-layer commit is served within ``poll`` seconds, not up to an interval later."""
+        deadline = time.monotonic() + self.interval
+        while not self._stop.wait(min(self.poll, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                return
+            try:
+                if self.store.realtime_moved():
+                    return
+            except Exception as error:  # noqa: BLE001 - the refresh will report it
+                log.debug("looking for a real-time commit failed: %s", error)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -137,7 +153,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                             f"development (LAMBDALAKE_ENVIRONMENT={settings.environment})")
     views = load_views()
     store = SnapshotStore(settings, views)
-    refresher = Refresher(store, settings.serving.refresh_seconds)
+    refresher = Refresher(store, settings.serving.refresh_seconds,
+                          settings.serving.commit_poll_seconds)
     late_arrivals = LateArrivals(settings, list(views.values()))
 
     @asynccontextmanager

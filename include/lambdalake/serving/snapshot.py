@@ -248,6 +248,11 @@ class SnapshotStore:
                 mark = mark_of(intervals_of(publications, name), self.first_day)
                 self._snapshots[name] = reader.snapshot(mark, version_of(switches, name), taken_at)
 
+    def realtime_moved(self) -> bool:
+        """Whether a real-time table has a commit the snapshots do not hold yet (cheap: what
+        the API polls between refreshes, so a speed-layer commit shows at once)."""
+        return any(reader.realtime.reader.moved() for reader in self._readers.values())
+
     def get(self, view_name: str) -> ViewSnapshot:
         """The newest snapshot of ``view_name`` (taking the first one if none exists yet)."""
         snapshot = self._snapshots.get(view_name)

@@ -52,3 +52,18 @@ def test_a_table_whose_files_alone_do_not_hold_its_rows_is_refused(tmp_path: Pat
     followed.refresh()
     with pytest.raises(DeltaProtocolError, match="deletionVectors"):
         followed.read(followed.data_files())
+
+
+def test_a_follower_sees_that_a_newer_commit_exists_before_reading_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    followed = FollowedTable(path)
+    assert not followed.moved()  # no table yet
+    noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_deltalake(path, rows([noon], ["/a"], 0))
+    assert followed.moved()
+    followed.refresh()
+    assert not followed.moved()
+    write_deltalake(path, rows([noon], ["/b"], 1), mode="append")
+    assert followed.moved()
+    assert followed.refresh() == 1
+    assert not followed.moved()

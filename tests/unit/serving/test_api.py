@@ -42,6 +42,24 @@ def test_new_realtime_rows_show_within_a_refresh(client: TestClient, tmp_path: P
         time.sleep(0.05)
 
 
+def test_a_realtime_commit_is_served_without_waiting_for_the_refresh_interval(
+    tmp_path: Path
+) -> None:
+    """The refresh interval is a minute; the new commit is looked for every 10 ms."""
+    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
+                    serving={"refresh_seconds": 60, "commit_poll_seconds": 0.01})
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(1, "/a", 12)])
+    with TestClient(create_app(lake)) as client:
+        assert len(client.get("/views/page_traffic/rows").json()["rows"]) == 2
+        append_realtime(lake, 1, [(2, "/a", 1)])
+        deadline = time.monotonic() + 10
+        while len(client.get("/views/page_traffic/rows").json()["rows"]) < 3:
+            assert time.monotonic() < deadline, "the commit waited for the refresh interval"
+            time.sleep(0.02)
+
+
 @pytest.mark.parametrize(("path", "params", "status", "message"), [
     ("/views/nope/rows", {}, 404, "no view 'nope'"),
     ("/views/nope", {}, 404, "no view 'nope'"),
