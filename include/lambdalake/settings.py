@@ -208,8 +208,8 @@ class LakeSettings(BaseModel):
 
     root: str = Field("", description="Delta tables: a path, file:// or s3a:// URI")
     checkpoint_root: str = Field(
-        "", description="streaming checkpoints (same kinds of URI; the speed layer's must be "
-        "local: its deduplication state lives there)")
+        "", description="streaming checkpoints and the speed layer's deduplication state "
+        "(same kinds of URI)")
 
 
 class SparkSettings(BaseModel):

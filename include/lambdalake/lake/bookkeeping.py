@@ -46,7 +46,7 @@ def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     absolute; ``s3a://`` read as ``s3://``)."""
     uri = delta_rs_uri(path)
     filesystem, inner = pafs.FileSystem.from_uri(
-        uri if "://" in uri else Path(uri).resolve().as_uri())
+        uri if uri.startswith("file:") or "://" in uri else Path(uri).resolve().as_uri())
     return filesystem, str(inner)
 
 

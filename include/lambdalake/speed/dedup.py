@@ -15,10 +15,12 @@ watermark passes its newest event time, so eviction costs what it evicts. (Spark
 each id by its own event time; the two agree because copies of an event share its
 ``occurred_at``: a copy arriving after its id was forgotten is late.)
 
-The state is as durable as the stream's progress. Batch ``N``'s counted ids, its newest
-event time, the newest event time so far and the running late totals are one Arrow file,
-``<checkpoint>/seen/<N>.arrow``, written (atomically) after the batch's views are appended
-and before Spark commits the batch. Batch ``N`` always starts from the files of the batches
+The state is as durable as the stream's progress, and lives where the checkpoint does (a
+local path or object storage), so a driver restarted on another host finds both. Batch
+``N``'s counted ids, its newest event time, the newest event time so far and the running
+late totals are one Arrow file, ``<checkpoint>/seen/<N>.arrow``, written (atomically: a
+temporary file moved into place) after the batch's views are appended and before Spark
+commits the batch. Batch ``N`` always starts from the files of the batches
 before it, and a forgotten batch's file is deleted only once the batch that passed it is
 committed, so a batch replayed after a crash counts exactly the events its first attempt
 counted.
@@ -27,7 +29,6 @@ counted.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -35,7 +36,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from lambdalake.views.definition import ViewDefinition
 
@@ -51,15 +51,17 @@ class StateMissingError(RuntimeError):
     """A checkpoint has committed batches but no deduplication state beside them."""
 
 
-def state_directory(checkpoint: str) -> Path:
-    """Where a query keeps its deduplication state: inside its Spark checkpoint, which must
-    be local (a checkpoint reset resets both)."""
-    if checkpoint.startswith("file:"):
-        checkpoint = urlparse(checkpoint).path
-    elif "://" in checkpoint:
-        raise ValueError(f"the speed layer needs a local checkpoint root, not {checkpoint}")
-    directory = Path(checkpoint) / "seen"
-    if (Path(checkpoint) / "commits").is_dir() and not directory.is_dir():
+def state_directory(checkpoint: str) -> str:
+    """Where a query keeps its deduplication state: inside its Spark checkpoint (a
+    checkpoint reset resets both)."""
+    from pyarrow import fs
+
+    from lambdalake.lake.bookkeeping import arrow_filesystem
+
+    directory = f"{checkpoint.rstrip('/')}/seen"
+    filesystem, root = arrow_filesystem(checkpoint)
+    commits, seen = filesystem.get_file_info([f"{root}/commits", f"{root}/seen"])
+    if commits.type == fs.FileType.Directory and seen.type != fs.FileType.Directory:
         raise StateMissingError(
             f"{checkpoint} has committed batches but no deduplication state ({directory}): "
             "it comes from a speed layer that deduplicated in Spark, and resuming it would "
@@ -82,14 +84,16 @@ class Admission:
 class SeenEvents:
     """The event ids one speed query has counted, kept until its watermark passes them."""
 
-    def __init__(self, directory: Path, views: Iterable[ViewDefinition]) -> None:
+    def __init__(self, directory: str | Path, views: Iterable[ViewDefinition]) -> None:
+        from lambdalake.lake.bookkeeping import arrow_filesystem
+
         views = list(views)
-        self.directory = directory
+        self.filesystem, self.directory = arrow_filesystem(str(directory))
         self.event_time = views[0].event_time
         self.lateness_us = views[0].lateness_seconds * 1_000_000
         self.view_types = {view.name: set(view.event_types) for view in views}
         self._lock = threading.Lock()
-        self.directory.mkdir(parents=True, exist_ok=True)  # present from the first start on
+        self.filesystem.create_dir(self.directory)  # present from the first start on
         self._restore(None)  # all of it, for the status; the first batch checks its start
 
     def _clear(self, next_batch: int) -> None:
@@ -105,16 +109,20 @@ class SeenEvents:
         earlier batches. Later ones are from an attempt that Spark did not commit, so that
         batch runs again; a ``.tmp`` file is a write a crash cut short."""
         import pyarrow as pa
+        from pyarrow import fs
 
         self._clear(next_batch=-1)
-        for path in sorted(self.directory.glob("*.tmp")):
-            path.unlink()
-        for path in sorted(self.directory.glob("*.arrow")):  # in batch order
-            stored = int(path.stem)
+        files = self.filesystem.get_file_info(fs.FileSelector(self.directory))
+        for info in files:
+            if info.extension == "tmp":
+                self.filesystem.delete_file(info.path)
+        for info in sorted((info for info in files if info.extension == "arrow"),
+                           key=lambda info: info.base_name):  # in batch order
+            stored = int(info.base_name.removesuffix(".arrow"))
             if batch_id is not None and stored >= batch_id:
-                path.unlink()
+                self.filesystem.delete_file(info.path)
                 continue
-            with pa.memory_map(str(path)) as source:
+            with self.filesystem.open_input_file(info.path) as source:
                 table = pa.ipc.open_file(source).read_all()
             metadata = table.schema.metadata
             self._keep(stored, int(metadata[_BATCH_NEWEST]), table.column("event_id").to_pylist())
@@ -183,11 +191,12 @@ class SeenEvents:
             table = table.replace_schema_metadata({
                 _BATCH_NEWEST: str(admission.newest_us), _NEWEST: str(newest),
                 _LATE: json.dumps(totals)})
-            path = self.directory / f"{admission.batch_id:012d}.arrow"
-            partial = path.with_suffix(".tmp")
-            with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            path = self._file(admission.batch_id)
+            partial = path.removesuffix(".arrow") + ".tmp"
+            with (self.filesystem.open_output_stream(partial) as sink,
+                  pa.ipc.new_file(sink, table.schema) as out):
                 out.write_table(table)
-            os.replace(partial, path)
+            self.filesystem.move(partial, path)
         with self._lock:
             if admission.newest_us is not None:
                 self._keep(admission.batch_id, admission.newest_us, admission.counted_ids)
@@ -211,8 +220,14 @@ class SeenEvents:
 
     def _delete_passed(self) -> None:
         for batch_id in self._passed:
-            (self.directory / f"{batch_id:012d}.arrow").unlink(missing_ok=True)
+            try:
+                self.filesystem.delete_file(self._file(batch_id))
+            except FileNotFoundError:
+                pass  # deleted before a restart
         self._passed.clear()
+
+    def _file(self, batch_id: int) -> str:
+        return f"{self.directory}/{batch_id:012d}.arrow"
 
     def status(self) -> dict[str, Any]:
         """Watermark (as Spark reports one), ids held, and the late rows per view so far."""

@@ -182,12 +182,13 @@ def test_without_lateness_a_restart_keeps_the_newest_event_time(
     assert run(SeenEvents(tmp_path, no_allowance), 2, third) == []
 
 
-def test_the_state_lives_in_a_local_checkpoint(tmp_path: Path) -> None:
-    assert state_directory(str(tmp_path / "speed")) == tmp_path / "speed" / "seen"
-    assert state_directory(f"file://{tmp_path}/speed") == tmp_path / "speed" / "seen"
-    assert state_directory(f"file:{tmp_path}/speed") == tmp_path / "speed" / "seen"
-    with pytest.raises(ValueError, match="local checkpoint root"):
-        state_directory("s3a://bucket/checkpoints/speed")
+def test_the_state_lives_in_the_checkpoint(tmp_path: Path, views: list[ViewDefinition]) -> None:
+    assert state_directory(str(tmp_path / "speed")) == f"{tmp_path}/speed/seen"
+    for location in (f"file://{tmp_path}/uri", f"file:{tmp_path}/short"):
+        run(SeenEvents(state_directory(location), views), 0,
+            batch(("a", "page_view", START)))
+    assert (tmp_path / "uri" / "seen" / f"{0:012d}.arrow").is_file()
+    assert (tmp_path / "short" / "seen" / f"{0:012d}.arrow").is_file()
 
 
 def test_a_checkpoint_with_commits_but_no_state_is_refused(
@@ -199,4 +200,4 @@ def test_a_checkpoint_with_commits_but_no_state_is_refused(
     fresh = tmp_path / "fresh"
     SeenEvents(state_directory(str(fresh)), views)  # a new query: its state from the start
     (fresh / "commits").mkdir()
-    assert state_directory(str(fresh)) == fresh / "seen"
+    assert state_directory(str(fresh)) == f"{fresh}/seen"
