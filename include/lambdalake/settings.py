@@ -203,6 +203,30 @@ class RegistrySettings(Section):
         return config
 
 
+class ObjectStoreSettings(BaseModel):
+    """The S3-compatible object storage of an ``s3a://`` lake (delta-rs, pyarrow and Spark's
+    s3a all use these), and the stack's own server for it."""
+
+    serve: bool = Field(False, description="the stack runs s3proxy (filesystem-backed, on "
+                        "loopback) and the lake and checkpoints default to s3a://<bucket>/")
+    host: str = Field(LOOPBACK, description="the stack's s3proxy address")
+    port: int = 9000
+    bucket: str = Field("lambdalake", description="the bucket the stack's s3proxy holds")
+    endpoint: str | None = Field(None, description="an S3-compatible server's URL; unset: "
+                                 "AWS itself (with serve: the stack's s3proxy)")
+    region: str = "us-east-1"
+    access_key_id: str | None = Field(None, description="unset: AWS's own credential chain "
+                                      "(with serve: 'lambdalake')")
+    secret_access_key: SecretStr | None = Field(
+        None, description="with serve, unset in local dev: generated once and kept in the "
+        "state dir")
+
+    @property
+    def path_style(self) -> bool:
+        """S3-compatible servers are addressed by path (bucket after the host), AWS by name."""
+        return self.endpoint is not None
+
+
 class LakeSettings(BaseModel):
     """Where the Delta tables and streaming checkpoints live (a path or a URI)."""
 
@@ -210,6 +234,11 @@ class LakeSettings(BaseModel):
     checkpoint_root: str = Field(
         "", description="streaming checkpoints and the speed layer's deduplication state "
         "(same kinds of URI)")
+    object_store: ObjectStoreSettings = ObjectStoreSettings()
+
+    @property
+    def on_object_storage(self) -> bool:
+        return any(path.startswith("s3a://") for path in (self.root, self.checkpoint_root))
 
 
 class SparkSettings(BaseModel):
@@ -523,10 +552,21 @@ class Settings(BaseSettings):
             self.jars_dir = self.state_dir / "jars"
         if self.web_assets_dir is None:
             self.web_assets_dir = self.state_dir / "web-assets"
+        store = self.lake.object_store
+        if store.serve:
+            store.endpoint = store.endpoint or f"http://{store.host}:{store.port}"
+            store.access_key_id = store.access_key_id or "lambdalake"
+        bucket = f"s3a://{store.bucket}" if store.serve else None
         if not self.lake.root:
-            self.lake.root = str(self.state_dir / "lake")
+            self.lake.root = f"{bucket}/lake" if bucket else str(self.state_dir / "lake")
         if not self.lake.checkpoint_root:
-            self.lake.checkpoint_root = str(self.state_dir / "checkpoints")
+            self.lake.checkpoint_root = (f"{bucket}/checkpoints" if bucket
+                                         else str(self.state_dir / "checkpoints"))
+        if self.lake.on_object_storage and self.spark.batch_tasks == "driver":
+            raise ValueError(
+                "a lake on object storage needs spark.batch_tasks=connect: Delta's commits "
+                "on S3 are safe within one Spark driver only, and with 'driver' every batch "
+                "task writes the views from a driver of its own")
         return self
 
     @property
@@ -575,7 +615,7 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and the default ports moved to ``2<slot>xxx`` (slot 1:
     Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000, Spark Connect 21150,
-    schema registry 21081);
+    schema registry 21081, object storage 21900);
     the jars and web assets that setup fetched are shared. The ports stay below Linux's
     ephemeral range (32768 and up), so an outgoing connection of a process beside the stack
     never holds one of them."""
@@ -593,6 +633,7 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
         "LAMBDALAKE_SPARK__CONNECT_PORT": str(base + 150),
         "LAMBDALAKE_REGISTRY__PORT": str(base + 81),
         "LAMBDALAKE_REGISTRY__MANAGEMENT_PORT": str(base + 82),
+        "LAMBDALAKE_LAKE__OBJECT_STORE__PORT": str(base + 900),
     }
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.jars import spark_jars
+from lambdalake.stack.object_store import spark_properties, use_object_store
 from lambdalake.stack.process import port_open
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def spark_conf(
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
     }
+    conf.update(spark_properties(settings))
     conf.update(spark.extra_conf)
     conf.update(extra or {})
     return conf
@@ -104,6 +106,7 @@ def get_spark(
 
     settings = settings or get_settings()
     os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.driver_host)
+    use_object_store(settings)  # the driver JVM inherits this process's environment
     (settings.state_dir / "spark-tmp").mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder
     for key, value in spark_conf(app_name, settings, extra_conf).items():

@@ -1,7 +1,10 @@
 """The whole local stack, as `make up` runs it: healthy, runs DAGs, and `down` leaves nothing.
 
 This module brings up its own stack (own state dir and ports), so it never disturbs the
-broker the rest of the session shares.
+broker the rest of the session shares. Its lake and checkpoints are on object storage: the
+stack's own S3-compatible server (s3proxy), so ingest, the speed layer, the batch DAG, the
+query API and the serving DAG's maintenance all run against S3 here, while the rest of the
+suite covers local paths.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import pandas as pd
 import psutil
 import pytest
 from deltalake import DeltaTable
+from pyarrow.fs import FileSelector
 
 from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
 from lambdalake.generator import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
-from lambdalake.lake.bookkeeping import table_exists
+from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
@@ -63,6 +67,8 @@ from tests.support.reference_truth import (
 
 STACK_ENV = {**isolated_environment("test-platform", slot=2),
              "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # as `make up` runs it
+             # the lake and every checkpoint on the stack's S3-compatible server (s3proxy)
+             "LAMBDALAKE_LAKE__OBJECT_STORE__SERVE": "true",
              # small segments, so the log cleaner has closed ones to compact
              "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500"}
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
@@ -215,7 +221,7 @@ def quarantine_reasons(settings: Settings) -> Counter[str]:
     path = settings.table_path(QUARANTINE_TABLE)
     if not table_exists(path):
         return Counter()
-    return Counter(DeltaTable(path).to_pyarrow_table(
+    return Counter(DeltaTable(delta_rs_uri(path)).to_pyarrow_table(
         columns=["quarantine_reason"]).column(0).to_pylist())
 
 
@@ -300,6 +306,33 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
                   f"({late_read} of the run's events too late for the speed layer, "
                   f"{dropped} rows reported dropped)")
         assert (read_status(settings, SPEED_APP) or {})["reference"]["stale_joins"] == 0
+
+
+def test_the_lake_is_on_object_storage_and_the_serving_dag_maintains_it(
+    platform: Platform,
+) -> None:
+    """After the demo: every table and checkpoint is in the object store's bucket (none on
+    the local disk), and a run of the serving DAG (reconcile, collapse, retire: delta-rs on
+    S3) succeeds."""
+    settings = platform.settings
+    assert settings.lake.root.startswith("s3a://") and not (settings.state_dir / "lake").exists()
+    bucket = platform.object_store.filesystem()
+    store = settings.lake.object_store
+    tables = {info.base_name for info in bucket.get_file_info(
+        FileSelector(f"{store.bucket}/lake"))}
+    assert {BRONZE_TABLE, QUARANTINE_TABLE, "realtime_page_traffic", "batch_publications",
+            "view_page_traffic_v1"} <= tables, tables
+    checkpoints = {info.base_name for info in bucket.get_file_info(
+        FileSelector(f"{store.bucket}/checkpoints"))}
+    assert any(name.startswith(f"{SPEED_APP}_") for name in checkpoints), checkpoints
+    client = AirflowClient(
+        settings.airflow.base_url, settings.airflow.admin_user, platform.airflow.admin_password
+    )
+    run_id = client.trigger("lambdalake_serving", {})
+    assert client.wait_for_run("lambdalake_serving", run_id, timeout=600) == "success"
+    verdicts = {r["subject"] for r in read_results(settings)
+                if r["layer"] == "serving" and r["run_id"] == run_id}
+    assert verdicts == set(load_views()), verdicts  # each view reconciled on S3
 
 
 def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_topics(
@@ -397,7 +430,7 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
         producer.send(event["user_id"], codec.encode(event))
     assert producer.flush() == 0 and producer.counts.acknowledged == len(sent)
     wait_caught_up(settings, timeout=300)
-    bronze = DeltaTable(settings.table_path(BRONZE_TABLE)).to_pyarrow_table(
+    bronze = DeltaTable(delta_rs_uri(settings.table_path(BRONZE_TABLE))).to_pyarrow_table(
         columns=["event_id", "schema_version", "page"], filters=[("page", "=", "/v2-arrivals")])
     assert sorted(bronze.column("event_id").to_pylist()) == [e["event_id"] for e in sent]
     assert set(bronze.column("schema_version").to_pylist()) == {2}

@@ -23,11 +23,17 @@ from deltalake.exceptions import DeltaError, DeltaProtocolError
 from deltalake.fs import DeltaStorageHandler
 
 from lambdalake.lake.commits import retry_on_conflict
+from lambdalake.stack.object_store import use_process_object_store
 
 
 def delta_rs_uri(path: str) -> str:
-    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass unchanged."""
-    return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
+    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass unchanged. A lake
+    path on object storage first makes this process reach it (``use_process_object_store``:
+    the variables delta-rs and pyarrow read)."""
+    if not path.startswith("s3a://"):
+        return path
+    use_process_object_store()
+    return "s3://" + path.removeprefix("s3a://")
 
 
 def table_exists(path: str) -> bool:

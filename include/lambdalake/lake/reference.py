@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import EntityRegistry
-from lambdalake.lake.bookkeeping import table_exists
+from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS, append_once, with_ingest_time
 from lambdalake.settings import Settings
 
@@ -160,7 +160,7 @@ def versions_changing_after(settings: Settings, entity: str, attributes: list[st
     path = settings.table_path(HISTORY_TABLE)
     if not table_exists(path):
         return []
-    rows = DeltaTable(path).to_pyarrow_table(
+    rows = DeltaTable(delta_rs_uri(path)).to_pyarrow_table(
         columns=["entity_key", "valid_from", "valid_to", *attributes],
         partitions=[("entity", "=", entity)]).to_pylist()
     live = [row for row in rows if row["valid_to"] is None or row["valid_to"] > moment]

@@ -17,11 +17,12 @@ from lambdalake.settings import Settings
 from lambdalake.speed.service import SpeedLayer
 from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess
 
-Component = (Postgres | KafkaCluster | LocalSchemaRegistry | SparkConnectServer
-             | IngestService | SpeedLayer | ServingService | Airflow)
+Component = (LocalObjectStore | Postgres | KafkaCluster | LocalSchemaRegistry
+             | SparkConnectServer | IngestService | SpeedLayer | ServingService | Airflow)
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,13 @@ class ProcessStatus:
 
 
 class Platform:
-    """PostgreSQL, Kafka, the schema registry, the Spark Connect server of batch tasks, the
-    two streaming applications, the query API and Airflow of the local stack."""
+    """The object storage (when the lake is on the stack's own), PostgreSQL, Kafka, the
+    schema registry, the Spark Connect server of batch tasks, the two streaming
+    applications, the query API and Airflow of the local stack."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.object_store = LocalObjectStore(settings)
         self.postgres = Postgres(settings)
         self.kafka = KafkaCluster(settings)
         self.registry = LocalSchemaRegistry(settings)
@@ -56,6 +59,8 @@ class Platform:
     def _components(self) -> list[tuple[Component, list[ManagedProcess]]]:
         """Components in start order, each with the processes it owns."""
         return [
+            (self.object_store, [self.object_store.process] if self.object_store.runs_here
+             else []),
             (self.postgres, [self.postgres.process]),
             (self.kafka, [node.process for node in self.kafka.nodes]),
             (self.registry, [self.registry.process] if self.registry.runs_here else []),
@@ -71,6 +76,7 @@ class Platform:
         """Start what is not running and wait until all of it is healthy; return seconds."""
         started = time.monotonic()
         for label, component in (
+            ("object storage (the lake)", self.object_store),
             ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
             ("schema registry", self.registry),
             ("Spark Connect server (batch tasks)", self.spark_connect),
