@@ -307,6 +307,27 @@ def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_object_store(settings: Settings, args: argparse.Namespace) -> int:
+    """start | stop | status of the stack's S3-compatible server (lake.object_store.serve);
+    ``run``: in the foreground, as a container runs it."""
+    from lambdalake.stack.object_store import LocalObjectStore
+
+    server = LocalObjectStore(settings)
+    if args.action == "run":
+        command = server.command()
+        os.execvp(command[0], command)
+    if args.action == "start":
+        print(server.start())
+    elif args.action == "stop":
+        print("object storage stopped" if server.stop() else "it was not running")
+    else:
+        healthy = server.runs_here and server.healthy()
+        print(f"object storage {'healthy' if healthy else 'not running'} "
+              f"(the lake: {settings.lake.root})")
+        return 0 if healthy else 3
+    return 0
+
+
 def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
     """start | stop | restart | status | wait for a streaming application (ingest, speed:
     every shard of it); reset for the speed layer."""
@@ -469,6 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
         "spark-connect", help="the batch tasks' Spark Connect server (run: in the foreground)")
     spark_connect.add_argument("action", choices=["start", "stop", "status", "run"])
     spark_connect.set_defaults(run=cmd_spark_connect)
+    object_store = commands.add_parser(
+        "object-store", help="the stack's S3-compatible server (run: in the foreground)")
+    object_store.add_argument("action", choices=["start", "stop", "status", "run"])
+    object_store.set_defaults(run=cmd_object_store)
     for app, what, own in (("ingest", "the Kafka -> bronze stream", []),
                            ("speed", "the speed layer: Kafka -> real-time views", ["reset"])):
         stream = commands.add_parser(app, help=what)

@@ -20,7 +20,7 @@ from lambdalake.speed.shards import shards
 from lambdalake.stack.airflow import EXECUTOR, Airflow
 
 SERVICES = {
-    "kafka", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker",
+    "kafka-1", "kafka-2", "kafka-3", "object-store", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker",
     "spark-connect", "ingest", "speed-0", "speed-1", "serving-api",
     "airflow-init",
     "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
@@ -66,8 +66,9 @@ def test_settings_point_at_the_compose_services(
         if key.startswith("LAMBDALAKE_"):
             monkeypatch.setenv(key, value)
     settings = Settings()
-    kafka_env = environment(compose, "kafka")
-    assert f"PLAINTEXT://{settings.kafka.bootstrap_servers}" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
+    advertised = {environment(compose, f"kafka-{node}")["KAFKA_ADVERTISED_LISTENERS"]
+                  .split(",")[0].removeprefix("PLAINTEXT://") for node in (1, 2, 3)}
+    assert advertised == set(settings.kafka.bootstrap_servers.split(","))
     postgres_env = environment(compose, "postgres")
     assert settings.postgres.host == "postgres" and settings.postgres.port == 5432
     assert settings.postgres.user == postgres_env["POSTGRES_USER"]
@@ -75,6 +76,7 @@ def test_settings_point_at_the_compose_services(
     master = compose["services"]["spark-master"]["command"]
     assert settings.spark.master == f"spark://spark-master:{master[master.index('--port') + 1]}"
     assert settings.spark.master in compose["services"]["spark-worker"]["command"]
+    assert compose["services"]["spark-worker"]["deploy"]["replicas"] >= 2
     server_port = environment(compose, "spark-connect")["LAMBDALAKE_SPARK__CONNECT_PORT"]
     connection = environment(compose, "airflow-scheduler")[
         f"AIRFLOW_CONN_{settings.spark.connect_conn_id.upper()}"]
@@ -175,8 +177,59 @@ def test_the_query_api_serves_the_shared_lake_on_its_setting_port(
     assert command[command.index("--port") + 1] == str(settings.serving.port)
     assert command[command.index("--workers") + 1] == str(settings.serving.workers)
     assert f"127.0.0.1:{settings.serving.port}:{settings.serving.port}" in service["ports"]
-    assert "lambdalake-state:/var/lib/lambdalake" in service["volumes"]  # the lake it reads
-    assert str(settings.lake.root) == "/var/lib/lambdalake/lake"
+    assert settings.lake.root == "s3a://lambdalake/lake"  # the object store's bucket
+
+
+def test_three_brokers_form_one_quorum_and_topics_are_replicated_on_all(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brokers = {name: environment(compose, name) for name in ("kafka-1", "kafka-2", "kafka-3")}
+    assert len({env["CLUSTER_ID"] for env in brokers.values()}) == 1
+    voters = {f"{env['KAFKA_NODE_ID']}@{name}:9093" for name, env in brokers.items()}
+    for name, env in brokers.items():
+        assert set(env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")) == voters, name
+        assert compose["services"][name]["hostname"] == name
+        assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2"
+    host_ports = [port for name in brokers for port in compose["services"][name]["ports"]]
+    assert len(set(host_ports)) == 3  # each broker's host listener on a port of its own
+    for key, value in substituted(environment(compose, "ingest")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    kafka = Settings().kafka
+    for topic in (kafka.events_topic, kafka.entity_topic("product")):
+        assert (topic.replication_factor, topic.min_insync_replicas) == (3, 2), topic.name
+    assert kafka.events_topic.partitions % len(shards(Settings())) == 0  # shards split evenly
+    for name in compose["services"]:  # whatever waits for Kafka waits for the quorum
+        waits = set(compose["services"][name].get("depends_on") or ())
+        assert not waits & set(brokers) or waits >= set(brokers), name
+
+
+def test_the_lake_and_checkpoints_are_on_the_object_store_service(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    server = compose["services"]["object-store"]
+    assert server["command"] == ["lambdalake", "object-store", "run"]
+    server_env = substituted(environment(compose, "object-store"))
+    assert server_env["LAMBDALAKE_LAKE__OBJECT_STORE__SERVE"] == "true"
+    port = server_env["LAMBDALAKE_LAKE__OBJECT_STORE__PORT"]
+    assert "object-store-data:/var/lib/lambdalake/object-store" in server["volumes"]
+    for key, value in substituted(environment(compose, "ingest")).items():
+        if key.startswith("LAMBDALAKE_"):
+            monkeypatch.setenv(key, value)
+    settings = Settings()
+    store = settings.lake.object_store
+    assert not store.serve and store.endpoint == f"http://object-store:{port}"
+    assert settings.lake.root.startswith(f"s3a://{store.bucket}/")
+    assert settings.lake.checkpoint_root.startswith(f"s3a://{store.bucket}/")
+    assert store.secret_access_key is not None  # from OBJECT_STORE_SECRET_KEY
+    for name in ("ingest", "speed-0", "speed-1", "spark-connect", "spark-worker",
+                 "serving-api", "airflow-scheduler"):  # every writer and reader of the lake
+        assert compose["services"][name]["depends_on"]["object-store"] == {
+            "condition": "service_healthy"}, name
+    worker = substituted(environment(compose, "spark-worker"))
+    assert worker["AWS_ACCESS_KEY_ID"] == store.access_key_id
+    assert worker["AWS_SECRET_ACCESS_KEY"] == "from-OBJECT_STORE_SECRET_KEY"
 
 
 def test_the_schema_registry_is_configured_like_the_local_stack(

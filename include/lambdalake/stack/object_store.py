@@ -90,7 +90,7 @@ def spark_properties(settings: Settings) -> dict[str, str]:
 
 
 class LocalObjectStore:
-    """Start, health-check and stop the stack's s3proxy, and create the lake's bucket."""
+    """Start, health-check and stop the stack's s3proxy, with the lake's bucket in it."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -112,13 +112,16 @@ class LocalObjectStore:
                              "`make setup` first")
         return str(found[-1])
 
-    def write_properties(self) -> str:
-        """s3proxy's configuration (mode 0600: it holds the secret)."""
+    def prepare(self) -> str:
+        """The data directory with the lake's bucket in it (the filesystem backend's bucket
+        is a directory), and s3proxy's configuration (mode 0600: it holds the secret); the
+        configuration's path."""
         store = self.settings.lake.object_store
         found = credentials(self.settings)
         assert found is not None, "serve sets an access key"
+        (self.settings.state_dir / "object-store" / "data" / store.bucket).mkdir(
+            parents=True, exist_ok=True)
         path = self.settings.state_dir / "object-store" / "s3proxy.properties"
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
         path.write_text("\n".join([
             f"s3proxy.endpoint=http://{store.host}:{store.port}",
@@ -129,6 +132,11 @@ class LocalObjectStore:
             f"jclouds.filesystem.basedir={self.data_dir}",
         ]) + "\n")
         return str(path)
+
+    def command(self) -> list[str]:
+        """s3proxy in the foreground, configured by ``prepare``."""
+        return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar",
+                self.server_jar(), "--properties", self.prepare()]
 
     def healthy(self) -> bool:
         """The server answers HTTP (403 to an unsigned request is an answer)."""
@@ -142,6 +150,7 @@ class LocalObjectStore:
         return True
 
     def filesystem(self) -> fs.S3FileSystem:
+        """The bucket's server as a pyarrow filesystem (paths start with the bucket)."""
         from pyarrow import fs
 
         store = self.settings.lake.object_store
@@ -150,19 +159,15 @@ class LocalObjectStore:
         scheme, address = store.endpoint.split("://", 1)
         return fs.S3FileSystem(access_key=found[0], secret_key=found[1], region=store.region,
                                endpoint_override=address, scheme=scheme,
-                               force_virtual_addressing=False, allow_bucket_creation=True)
+                               force_virtual_addressing=False)
 
     def start(self, timeout: float = 60.0) -> str:
-        """Start unless running (or not served here); wait for it; create the bucket."""
+        """Start unless running (or not served here); wait until it answers."""
         if not self.runs_here:
             return "object storage not run here"
-        (self.settings.state_dir / "object-store" / "data").mkdir(parents=True, exist_ok=True)
         running = self.process.pid()
-        pid = running or self.process.start(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar",
-             self.server_jar(), "--properties", self.write_properties()])
+        pid = running or self.process.start(self.command())
         self.process.wait_until(self.healthy, timeout, "it answers HTTP")
-        self.filesystem().create_dir(self.settings.lake.object_store.bucket)
         use_object_store(self.settings)
         return (f"object storage {'running' if running else 'started'} (pid {pid}) on "
                 f"{self.settings.lake.object_store.endpoint}")

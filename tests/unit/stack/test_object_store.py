@@ -1,0 +1,78 @@
+"""How the lake's object storage is configured for delta-rs, pyarrow and Spark (no server)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from lambdalake.settings import Settings
+from lambdalake.spark import spark_conf
+from lambdalake.stack.object_store import (
+    LocalObjectStore,
+    StackError,
+    environment,
+    use_object_store,
+)
+
+
+def served(tmp_path: Path, **lake: object) -> Settings:
+    jars = tmp_path / "jars" / "spark-connectors"
+    jars.mkdir(parents=True, exist_ok=True)
+    (jars / "delta-spark_4.2_2.13-4.4.0.jar").touch()  # what spark_conf looks for
+    return Settings(state_dir=tmp_path, jars_dir=tmp_path / "jars",
+                    lake={"object_store": {"serve": True, "port": 29901}, **lake})
+
+
+def test_serving_puts_the_lake_and_the_checkpoints_in_the_stack_s_bucket(tmp_path: Path) -> None:
+    settings = served(tmp_path)
+    assert settings.lake.root == "s3a://lambdalake/lake"
+    assert settings.lake.checkpoint_root == "s3a://lambdalake/checkpoints"
+    assert settings.lake.object_store.endpoint == "http://127.0.0.1:29901"
+    assert not Settings(state_dir=tmp_path).lake.on_object_storage
+
+
+def test_every_client_gets_the_same_endpoint_and_the_generated_secret(tmp_path: Path) -> None:
+    settings = served(tmp_path)
+    variables = environment(settings)
+    assert variables["AWS_ENDPOINT_URL"] == "http://127.0.0.1:29901"
+    assert variables["AWS_ALLOW_HTTP"] == "true"
+    assert variables["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "false"
+    assert variables["AWS_ACCESS_KEY_ID"] == "lambdalake"
+    secret = (tmp_path / "secrets" / "object-store-secret-key").read_text().strip()
+    assert variables["AWS_SECRET_ACCESS_KEY"] == secret and len(secret) > 30
+    assert f"s3proxy.credential={secret}" in Path(LocalObjectStore(settings).prepare()).read_text()
+    assert (tmp_path / "object-store" / "data" / "lambdalake").is_dir()  # the bucket
+    conf = spark_conf("t", settings)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:29901"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert secret not in " ".join(conf.values())  # s3a reads it from the environment
+
+
+def test_a_local_lake_leaves_the_environment_and_spark_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    settings = served(tmp_path).model_copy(update={"lake": Settings(state_dir=tmp_path).lake})
+    use_object_store(settings)
+    assert "AWS_ENDPOINT_URL" not in os.environ
+    assert not [key for key in spark_conf("t", settings) if "s3a" in key]
+
+
+def test_an_access_key_without_its_secret_is_refused(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path, lake={
+        "root": "s3a://b/lake", "object_store": {"access_key_id": "k"}})
+    with pytest.raises(StackError, match="SECRET_ACCESS_KEY"):
+        environment(settings)
+
+
+def test_batch_tasks_with_drivers_of_their_own_are_refused_on_object_storage(
+    tmp_path: Path,
+) -> None:
+    assert served(tmp_path).spark.batch_tasks == "connect"  # the default: fine
+    with pytest.raises(ValidationError, match="batch_tasks=connect"):
+        Settings(state_dir=tmp_path, spark={"batch_tasks": "driver"},
+                 lake={"root": "s3a://b/lake"})
