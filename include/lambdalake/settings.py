@@ -441,9 +441,10 @@ class ServingSettings(BaseModel):
     refresh_seconds: float = Field(
         0.25, gt=0, description="how often the API looks for new Delta versions"
     )
-    commit_poll_seconds: float = Field(
-        0.02, gt=0, description="between refreshes, how often the API looks for a real-time "
-        "table's next commit (one file lookup per view: raise it on object storage)"
+    commit_poll_seconds: float | None = Field(
+        None, gt=0, description="between refreshes, how often the API looks for a real-time "
+        "table's next commit (one file lookup per view); unset: 0.02 on a local lake, never "
+        "on object storage (a lookup is a billed request there)"
     )
     default_limit: int = Field(100, ge=1, description="rows per page when none is asked")
     max_limit: int = Field(1000, ge=1, description="larger pages are refused (HTTP 422)")
@@ -562,6 +563,8 @@ class Settings(BaseSettings):
         if not self.lake.checkpoint_root:
             self.lake.checkpoint_root = (f"{bucket}/checkpoints" if bucket
                                          else str(self.state_dir / "checkpoints"))
+        if self.serving.commit_poll_seconds is None and not self.lake.on_object_storage:
+            self.serving.commit_poll_seconds = 0.02
         if self.lake.on_object_storage and self.spark.batch_tasks == "driver":
             raise ValueError(
                 "a lake on object storage needs spark.batch_tasks=connect: Delta's commits "

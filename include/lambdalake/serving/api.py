@@ -14,9 +14,10 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 With ``serving.api_token`` set, every route but ``/health`` (and the OpenAPI document)
 needs ``Authorization: Bearer <token>``; production refuses to start without one.
 
-A background thread refreshes the snapshots every ``serving.refresh_seconds``, and as soon as
-a real-time table has a new commit (looked for every ``serving.commit_poll_seconds``); a
-request only reads the newest snapshot, so it never waits for storage. A refresh that fails keeps
+A background thread refreshes the snapshots every ``serving.refresh_seconds``, and on a
+local lake as soon as a real-time table has a new commit (looked for every
+``serving.commit_poll_seconds``); a request only reads the newest snapshot, so it never
+waits for storage. A refresh that fails keeps
 the previous snapshots and shows in ``/health``.
 """
 
@@ -103,9 +104,10 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
 
 class Refresher:
     """Refreshes a store every ``interval`` seconds in a daemon thread, and as soon as a
-    real-time table commits (looked for every ``poll`` seconds); remembers failures."""
+    real-time table commits (looked for every ``poll`` seconds, unless None); remembers
+    failures."""
 
-    def __init__(self, store: SnapshotStore, interval: float, poll: float) -> None:
+    def __init__(self, store: SnapshotStore, interval: float, poll: float | None) -> None:
         self.store = store
         self.interval = interval
         self.poll = poll
@@ -134,6 +136,9 @@ class Refresher:
     def _wait_for_change(self) -> None:
         """Until the interval is over, a real-time table has committed, or stop: so a
         speed-layer commit is served within ``poll`` seconds, not up to an interval later."""
+        if self.poll is None:
+            self._stop.wait(self.interval)
+            return
         deadline = time.monotonic() + self.interval
         while not self._stop.wait(min(self.poll, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:

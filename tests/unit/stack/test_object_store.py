@@ -31,7 +31,9 @@ def test_serving_puts_the_lake_and_the_checkpoints_in_the_stack_s_bucket(tmp_pat
     assert settings.lake.root == "s3a://lambdalake/lake"
     assert settings.lake.checkpoint_root == "s3a://lambdalake/checkpoints"
     assert settings.lake.object_store.endpoint == "http://127.0.0.1:29901"
-    assert not Settings(state_dir=tmp_path).lake.on_object_storage
+    assert settings.serving.commit_poll_seconds is None  # a lookup is a billed request there
+    local = Settings(state_dir=tmp_path)
+    assert not local.lake.on_object_storage and local.serving.commit_poll_seconds == 0.02
 
 
 def test_every_client_gets_the_same_endpoint_and_the_generated_secret(tmp_path: Path) -> None:
