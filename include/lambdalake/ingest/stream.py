@@ -25,6 +25,7 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.reference import start_reference_ingest
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
+from lambdalake.kafka.topics import ensure_platform_topics
 from lambdalake.lake.bronze import write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.streaming import progress
@@ -126,7 +127,9 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
 
 def run(spark: SparkSession, settings: Settings) -> None:
     """Run the ingest query and the reference stream's until one fails or a stop signal
-    arrives."""
+    arrives. The topics they read are created first if missing (as ``lambdalake contracts
+    register`` would): a reference query subscribed to a topic no broker hosts fails."""
+    ensure_platform_topics(settings.kafka)
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     reference = start_reference_ingest(spark, settings)
