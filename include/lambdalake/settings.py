@@ -565,11 +565,6 @@ class Settings(BaseSettings):
                                          else str(self.state_dir / "checkpoints"))
         if self.serving.commit_poll_seconds is None and not self.lake.on_object_storage:
             self.serving.commit_poll_seconds = 0.02
-        if self.lake.on_object_storage and self.spark.batch_tasks == "driver":
-            raise ValueError(
-                "a lake on object storage needs spark.batch_tasks=connect: Delta's commits "
-                "on S3 are safe within one Spark driver only, and with 'driver' every batch "
-                "task writes the views from a driver of its own")
         return self
 
     @property

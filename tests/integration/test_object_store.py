@@ -3,6 +3,9 @@ there beyond plain reads and writes (the whole platform on it: ``test_platform``
 
 - Several delta-rs writers of one real-time table (the speed shards, the serving step)
   never lose a commit: delta-rs commits with a conditional put that s3proxy honours.
+- Spark's Delta commits there exclude each other across drivers too: the project's log
+  store creates each commit file with a conditional put, and a commit that loses the race
+  is refused (Delta then retries it as a conflict) instead of replacing the winner's.
 - A speed query's counted-event state lives beside its checkpoint on S3 and comes back
   whole after a restart: a shard moved to another host resumes it.
 """
@@ -17,16 +20,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
 
 from lambdalake.lake.bookkeeping import delta_rs_uri
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.realtime import RealtimeTable
-from lambdalake.stack.object_store import LocalObjectStore
+from lambdalake.stack.object_store import CONDITIONAL_PUT_LOG_STORE, LocalObjectStore, credentials
 from lambdalake.views.definition import load_views
 from lambdalake.views.measures import sketch_of
 
 WRITERS, APPENDS = 3, 8
+CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # what the log store asks s3a
 NOON = datetime(2026, 11, 24, 12, tzinfo=UTC)
 
 
@@ -83,6 +89,55 @@ def test_concurrent_delta_rs_writers_of_one_table_lose_no_commit(lake: Settings)
     replay = RealtimeTable(lake, load_views()["page_traffic"])
     assert not replay.append(partials(0, 3), "speed-0", 3)  # a replayed batch: nothing
     assert DeltaTable(delta_rs_uri(replay.path)).version() == WRITERS * APPENDS - 1
+
+
+def s3a_configuration(spark: SparkSession, lake: Settings) -> object:
+    """A Hadoop configuration of the session's JVM that reaches ``lake``'s s3proxy."""
+    store, (key, secret) = lake.lake.object_store, credentials(lake) or ("", "")
+    conf = spark.sparkContext._jvm.org.apache.hadoop.conf.Configuration(
+        spark.sparkContext._jsc.hadoopConfiguration())
+    for name, value in {
+        "fs.s3a.endpoint": store.endpoint, "fs.s3a.endpoint.region": store.region,
+        "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.access.key": key, "fs.s3a.secret.key": secret,
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.create.conditional.enabled": "true",
+    }.items():
+        conf.set(name, value)
+    return conf
+
+
+def test_a_spark_commit_that_loses_the_race_is_refused_not_written_over(
+    spark: SparkSession, lake: Settings
+) -> None:
+    """The log store's put is conditional: with the object already there (another writer's
+    commit N), its commit N fails as Delta's FileAlreadyExistsException and the winner's
+    commit stays; and the condition is S3's (If-None-Match), not a look before writing: a
+    rival's put landing while a conditional create is open makes its close fail with 412."""
+    jvm = spark.sparkContext._jvm
+    conf = s3a_configuration(spark, lake)
+    log_store = getattr(jvm, CONDITIONAL_PUT_LOG_STORE)(conf)
+    log = f"{lake.table_path('raced')}/_delta_log"  # s3a://<bucket>/...
+
+    def actions(*lines: str) -> object:
+        return jvm.java.util.Arrays.asList(list(lines)).iterator()
+
+    first = jvm.org.apache.hadoop.fs.Path(f"{log}/{0:020}.json")
+    log_store.write(first, actions('{"winner":1}'), False, conf)
+    with pytest.raises(Py4JJavaError, match="java.nio.file.FileAlreadyExistsException"):
+        log_store.write(first, actions('{"loser":1}'), False, conf)
+    assert list(log_store.read(first, conf)) == ['{"winner":1}']
+
+    second = jvm.org.apache.hadoop.fs.Path(f"{log}/{1:020}.json")
+    out = (second.getFileSystem(conf).createFile(second).overwrite(False)
+           .must(CONDITIONAL_CREATE, True).build())  # the log store's create, held open
+    out.write(bytearray(b'{"late":1}\n'))
+    rival = LocalObjectStore(lake).filesystem()  # another writer's put lands meanwhile
+    with rival.open_output_stream(f"{log.removeprefix('s3a://')}/{1:020}.json") as sink:
+        sink.write(b'{"rival":1}\n')
+    with pytest.raises(Py4JJavaError, match="412"):
+        out.close()
+    assert list(log_store.read(second, conf)) == ['{"rival":1}']
 
 
 def events(batch: int) -> pa.Table:

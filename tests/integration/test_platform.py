@@ -335,6 +335,41 @@ def test_the_lake_is_on_object_storage_and_the_serving_dag_maintains_it(
     assert verdicts == set(load_views()), verdicts  # each view reconciled on S3
 
 
+def test_bronze_compaction_beside_ingest_on_object_storage_loses_nothing(
+    platform: Platform,
+) -> None:
+    """The bronze maintenance step (an OPTIMIZE from the Spark Connect server's driver) runs
+    while ingest appends to bronze from its own driver, both committing to one table on S3
+    through the conditional-put log store: every produced record is in bronze once, and the
+    closed partitions' small files were compacted."""
+    settings = platform.settings
+    bronze = delta_rs_uri(settings.table_path(BRONZE_TABLE))
+    wait_caught_up(settings, timeout=300)
+    rows_before, files_before = DeltaTable(bronze).to_pyarrow_table(
+        columns=["event_id"]).num_rows, len(DeltaTable(bronze).file_uris())
+    produced = 30_000
+    producer = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lambdalake"), "produce", "--count", str(produced),
+         "--rate", "3000", "--late", "0", "--duplicates", "0", "--malformed", "0",
+         "--seed", "33"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(3)  # ingest is committing micro-batches of the new traffic
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    compaction = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "spark_jobs" /
+                             "compact_bronze.py"), "--before", tomorrow],
+        capture_output=True, text=True, timeout=900)
+    assert compaction.returncode == 0, compaction.stdout[-3000:] + compaction.stderr[-3000:]
+    assert producer.wait(timeout=300) == 0, producer.stdout.read() if producer.stdout else ""
+    summary = compaction.stdout.strip().splitlines()[-1]
+    assert int(summary.split()[1]) > 0, summary  # "compact-bronze: N small files compacted"
+    wait_caught_up(settings, timeout=300)
+    table = DeltaTable(bronze)
+    assert table.to_pyarrow_table(columns=["event_id"]).num_rows == rows_before + produced
+    assert "OPTIMIZE" in [entry["operation"] for entry in table.history(limit=50)]
+    print(f"{summary}; bronze on S3: {rows_before} + {produced} rows ({files_before} files "
+          f"before, {len(table.file_uris())} after)")
+
+
 def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_topics(
     platform: Platform,
 ) -> None:

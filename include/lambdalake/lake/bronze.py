@@ -125,23 +125,12 @@ def read_bronze_interval(
     )
 
 
-class BronzeMaintenanceRefused(RuntimeError):
-    """A maintenance step that cannot run safely where the lake is."""
-
-
 def compact_closed_partitions(spark: SparkSession, settings: Settings, before: date) -> int:
     """OPTIMIZE bronze's partitions older than ``before``; return how many files it removed.
 
     Compaction only rewrites existing files of closed days; the stream's blind appends
-    (even late events into those days) never conflict with it. On object storage it is
-    refused: it would commit to bronze from a second driver beside the ingest stream's, and
-    Delta's Spark commits on S3 are safe within one driver only.
+    (even late events into those days) never conflict with it.
     """
-    if settings.lake.on_object_storage:
-        raise BronzeMaintenanceRefused(
-            "bronze compaction is refused on object storage: Delta's Spark commits on S3 "
-            "exclude each other within one driver only, and the ingest stream commits to "
-            "bronze from its own (README: 'The lake on object storage')")
     table = delta_path(settings.table_path(BRONZE_TABLE))
     metrics = spark.sql(f"OPTIMIZE {table} WHERE event_date < '{before.isoformat()}'")
     row = metrics.select("metrics.numFilesRemoved").collect()

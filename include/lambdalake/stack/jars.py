@@ -21,9 +21,11 @@ _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+)-\d+(?:\.\d+)+(?:[-.][\w.]+)?\.ja
 
 
 def manifest_digest() -> str:
+    """What the jar directory is built from: every module's pom and the Java it compiles."""
     digest = hashlib.sha256()
-    for pom in sorted(MANIFEST_DIR.rglob("pom.xml")):
-        digest.update(pom.read_bytes())
+    sources = [*MANIFEST_DIR.rglob("pom.xml"), *MANIFEST_DIR.glob("*/src/**/*.java")]
+    for source in sorted(sources):
+        digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -12,8 +12,9 @@ That backend honours PutObject's ``If-None-Match: *`` (a second put of a key fai
 412, also between processes: it links the new file into place, which fails if one is
 there), and delta-rs commits every version with exactly that conditional put: several
 delta-rs writers of one table (the speed shards, the serving step) never overwrite each
-other's commits. Delta's Spark commits on S3 check and write within one driver only
-(``S3SingleDriverLogStore``), so each table Spark writes has one writing driver.
+other's commits. Spark's Delta commits the same way through this project's log store
+(``CONDITIONAL_PUT_LOG_STORE``; Delta's own ``S3SingleDriverLogStore`` excludes writers
+within one driver only), so any mix of drivers and delta-rs writers may share a table.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from lambdalake.stack.secrets import local_secret
 
 if TYPE_CHECKING:
     from pyarrow import fs
+
+CONDITIONAL_PUT_LOG_STORE = "io.lambdalake.delta.ConditionalPutS3LogStore"
+"""Delta's log store for s3a:// built in ``include/jvm/delta-log-store``."""
 
 
 def credentials(settings: Settings) -> tuple[str, str] | None:
@@ -78,7 +82,12 @@ def spark_properties(settings: Settings) -> dict[str, str]:
     if not settings.lake.on_object_storage:
         return {}
     store = settings.lake.object_store
-    properties = {"spark.hadoop.fs.s3a.endpoint.region": store.region}
+    properties = {
+        "spark.hadoop.fs.s3a.endpoint.region": store.region,
+        # commits with a conditional put: several drivers (and delta-rs) may write a table
+        "spark.delta.logStore.s3a.impl": CONDITIONAL_PUT_LOG_STORE,
+        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
+    }
     if store.endpoint is not None:
         properties |= {
             "spark.hadoop.fs.s3a.endpoint": store.endpoint,

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from lambdalake.settings import Settings
 from lambdalake.spark import spark_conf
 from lambdalake.stack.object_store import (
+    CONDITIONAL_PUT_LOG_STORE,
     LocalObjectStore,
     StackError,
     environment,
@@ -51,6 +51,7 @@ def test_every_client_gets_the_same_endpoint_and_the_generated_secret(tmp_path: 
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:29901"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.delta.logStore.s3a.impl"] == CONDITIONAL_PUT_LOG_STORE
     assert secret not in " ".join(conf.values())  # s3a reads it from the environment
 
 
@@ -69,12 +70,3 @@ def test_an_access_key_without_its_secret_is_refused(tmp_path: Path) -> None:
         "root": "s3a://b/lake", "object_store": {"access_key_id": "k"}})
     with pytest.raises(StackError, match="SECRET_ACCESS_KEY"):
         environment(settings)
-
-
-def test_batch_tasks_with_drivers_of_their_own_are_refused_on_object_storage(
-    tmp_path: Path,
-) -> None:
-    assert served(tmp_path).spark.batch_tasks == "connect"  # the default: fine
-    with pytest.raises(ValidationError, match="batch_tasks=connect"):
-        Settings(state_dir=tmp_path, spark={"batch_tasks": "driver"},
-                 lake={"root": "s3a://b/lake"})
