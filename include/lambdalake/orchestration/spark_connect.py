@@ -23,6 +23,7 @@ from urllib.parse import quote, urlparse
 
 from lambdalake.settings import Settings
 from lambdalake.spark import server_address, spark_conf
+from lambdalake.stack import object_store
 from lambdalake.stack.process import ManagedProcess, port_open
 
 if TYPE_CHECKING:
@@ -60,7 +61,10 @@ def server_command(settings: Settings) -> list[str]:
 
 
 def server_environment(settings: Settings) -> dict[str, str]:
-    return {**os.environ, **settings.to_environment(),
+    """The server JVM's environment: the settings, and the object storage's credentials
+    (s3a reads them from the ``AWS_*`` variables)."""
+    lake = object_store.environment(settings) if settings.lake.on_object_storage else {}
+    return {**os.environ, **settings.to_environment(), **lake,
             "SPARK_LOCAL_IP": settings.spark.driver_host}
 
 

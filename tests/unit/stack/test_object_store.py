@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lambdalake.orchestration.spark_connect import server_environment
 from lambdalake.settings import Settings
 from lambdalake.spark import spark_conf
 from lambdalake.stack.object_store import (
@@ -70,3 +71,13 @@ def test_an_access_key_without_its_secret_is_refused(tmp_path: Path) -> None:
         "root": "s3a://b/lake", "object_store": {"access_key_id": "k"}})
     with pytest.raises(StackError, match="SECRET_ACCESS_KEY"):
         environment(settings)
+
+
+def test_the_spark_connect_server_gets_the_credentials_in_its_environment(
+    tmp_path: Path,
+) -> None:
+    """The server is a JVM started directly: s3a finds the secret only in its environment."""
+    settings = served(tmp_path)
+    server = server_environment(settings)
+    assert server["AWS_SECRET_ACCESS_KEY"] == environment(settings)["AWS_SECRET_ACCESS_KEY"]
+    assert server["AWS_ENDPOINT_URL"] == "http://127.0.0.1:29901"
