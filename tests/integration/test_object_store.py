@@ -13,7 +13,7 @@ there beyond plain reads and writes (the whole platform on it: ``test_platform``
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
 from lambdalake.lake.bookkeeping import delta_rs_uri
@@ -32,7 +33,6 @@ from lambdalake.views.definition import load_views
 from lambdalake.views.measures import sketch_of
 
 WRITERS, APPENDS = 3, 8
-CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # what the log store asks s3a
 NOON = datetime(2026, 11, 24, 12, tzinfo=UTC)
 
 
@@ -107,36 +107,56 @@ def s3a_configuration(spark: SparkSession, lake: Settings) -> object:
     return conf
 
 
+class RivalCommitsMeanwhile:
+    """A ``java.util.Iterator`` of a commit's actions (called back from the JVM) that, as the
+    log store reads the first action, has another writer put the same commit file: the
+    race S3SingleDriverLogStore loses (it looked before writing, found nothing, and its put
+    then replaces the rival's commit)."""
+
+    def __init__(self, rival_put: Callable[[], None], *lines: str) -> None:
+        self.rival_put, self.lines = rival_put, list(lines)
+
+    def hasNext(self) -> bool:  # Java names it
+        return bool(self.lines)
+
+    def next(self) -> str:
+        if self.rival_put is not None:
+            self.rival_put()
+            self.rival_put = None
+        return self.lines.pop(0)
+
+    class Java:
+        implements = ["java.util.Iterator"]
+
+
 def test_a_spark_commit_that_loses_the_race_is_refused_not_written_over(
     spark: SparkSession, lake: Settings
 ) -> None:
-    """The log store's put is conditional: with the object already there (another writer's
-    commit N), its commit N fails as Delta's FileAlreadyExistsException and the winner's
-    commit stays; and the condition is S3's (If-None-Match), not a look before writing: a
-    rival's put landing while a conditional create is open makes its close fail with 412."""
+    """The log store Spark commits through on S3: with commit N already there it fails as
+    Delta's FileAlreadyExistsException; and when a rival's commit N lands while its own is
+    being written (after any look it could take), S3's If-None-Match refuses its put and the
+    rival's commit stays."""
     jvm = spark.sparkContext._jvm
+    ensure_callback_server_started(spark.sparkContext._gateway)
     conf = s3a_configuration(spark, lake)
     log_store = getattr(jvm, CONDITIONAL_PUT_LOG_STORE)(conf)
     log = f"{lake.table_path('raced')}/_delta_log"  # s3a://<bucket>/...
-
-    def actions(*lines: str) -> object:
-        return jvm.java.util.Arrays.asList(list(lines)).iterator()
-
     first = jvm.org.apache.hadoop.fs.Path(f"{log}/{0:020}.json")
-    log_store.write(first, actions('{"winner":1}'), False, conf)
+    log_store.write(first, jvm.java.util.ArrayList(['{"winner":1}']).iterator(), False, conf)
     with pytest.raises(Py4JJavaError, match="java.nio.file.FileAlreadyExistsException"):
-        log_store.write(first, actions('{"loser":1}'), False, conf)
+        log_store.write(first, jvm.java.util.ArrayList(['{"loser":1}']).iterator(), False,
+                        conf)
     assert list(log_store.read(first, conf)) == ['{"winner":1}']
 
+    bucket = LocalObjectStore(lake).filesystem()
+
+    def rival_put() -> None:
+        with bucket.open_output_stream(f"{log.removeprefix('s3a://')}/{1:020}.json") as sink:
+            sink.write(b'{"rival":1}\n')
+
     second = jvm.org.apache.hadoop.fs.Path(f"{log}/{1:020}.json")
-    out = (second.getFileSystem(conf).createFile(second).overwrite(False)
-           .must(CONDITIONAL_CREATE, True).build())  # the log store's create, held open
-    out.write(bytearray(b'{"late":1}\n'))
-    rival = LocalObjectStore(lake).filesystem()  # another writer's put lands meanwhile
-    with rival.open_output_stream(f"{log.removeprefix('s3a://')}/{1:020}.json") as sink:
-        sink.write(b'{"rival":1}\n')
-    with pytest.raises(Py4JJavaError, match="412"):
-        out.close()
+    with pytest.raises(Py4JJavaError, match="java.nio.file.FileAlreadyExistsException"):
+        log_store.write(second, RivalCommitsMeanwhile(rival_put, '{"late":1}'), False, conf)
     assert list(log_store.read(second, conf)) == ['{"rival":1}']
 
 
