@@ -6,13 +6,7 @@ import pytest
 
 from lambdalake.settings import Settings
 from lambdalake.spark import SparkConnectUnavailable, session_conf, spark_conf, wait_for_server
-
-
-def settings_with_jars(tmp_path: Path, **overrides: object) -> Settings:
-    jars = tmp_path / "jars" / "spark-connectors"
-    jars.mkdir(parents=True)
-    (jars / "delta-spark_2.13-4.0.0.jar").touch()
-    return Settings(state_dir=tmp_path, **overrides)
+from tests.support.spark_settings import settings_with_jars
 
 
 def test_delta_is_wired_and_time_is_utc(tmp_path: Path) -> None:
@@ -20,7 +14,7 @@ def test_delta_is_wired_and_time_is_utc(tmp_path: Path) -> None:
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     assert conf["spark.sql.session.timeZone"] == "UTC"
-    assert conf["spark.jars"].endswith("delta-spark_2.13-4.0.0.jar")
+    assert conf["spark.jars"].endswith("delta-spark_4.2_2.13-4.4.0.jar")
     assert conf["spark.app.name"] == "lambdalake-batch"
 
 

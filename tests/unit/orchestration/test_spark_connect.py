@@ -13,13 +13,7 @@ from lambdalake.orchestration.spark_connect import (
     server_command,
 )
 from lambdalake.settings import BatchSettings, Settings
-
-
-def settings_with_jars(tmp_path: Path, **overrides: object) -> Settings:
-    jars = tmp_path / "jars" / "spark-connectors"
-    jars.mkdir(parents=True)
-    (jars / "delta-spark_2.13-4.0.0.jar").touch()
-    return Settings(state_dir=tmp_path, **overrides)
+from tests.support.spark_settings import settings_with_jars
 
 
 def conf_of(command: list[str]) -> dict[str, str]:
@@ -43,7 +37,7 @@ def test_the_server_is_the_platforms_spark_on_loopback_with_its_own_memory(
     assert conf["spark.driver.memory"] == "5g"
     assert conf["spark.master"] == "spark://127.0.0.1:7077"
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
-    assert conf["spark.jars"].endswith("delta-spark_2.13-4.0.0.jar")
+    assert conf["spark.jars"].endswith("delta-spark_4.2_2.13-4.4.0.jar")
 
 
 def test_an_orphaned_operation_is_stopped_before_airflow_may_retry_its_task() -> None:

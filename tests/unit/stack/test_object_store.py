@@ -17,14 +17,11 @@ from lambdalake.stack.object_store import (
     environment,
     use_object_store,
 )
+from tests.support.spark_settings import settings_with_jars
 
 
-def served(tmp_path: Path, **lake: object) -> Settings:
-    jars = tmp_path / "jars" / "spark-connectors"
-    jars.mkdir(parents=True, exist_ok=True)
-    (jars / "delta-spark_4.2_2.13-4.4.0.jar").touch()  # what spark_conf looks for
-    return Settings(state_dir=tmp_path, jars_dir=tmp_path / "jars",
-                    lake={"object_store": {"serve": True, "port": 29901}, **lake})
+def served(tmp_path: Path) -> Settings:
+    return settings_with_jars(tmp_path, lake={"object_store": {"serve": True, "port": 29901}})
 
 
 def test_serving_puts_the_lake_and_the_checkpoints_in_the_stack_s_bucket(tmp_path: Path) -> None:
