@@ -1,10 +1,11 @@
-# The lambdalake image: Airflow 3 + the pinned Python stack + Java 17 + the resolved JVM jars.
+# The lambdalake image: Airflow 3 + the pinned Python stack + Java 17 + the resolved JVM jars
+# (a JDK: setup compiles the project's Delta log store for object storage).
 # docker-compose.yml runs every lambdalake service from it (Airflow components and the Spark
 # master/worker), so drivers and executors share one Python and one classpath.
 FROM apache/airflow:3.3.2-python3.11
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 USER airflow
