@@ -23,6 +23,7 @@ import os
 import urllib.error
 import urllib.request
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lambdalake.settings import Settings, get_settings
@@ -110,8 +111,9 @@ class LocalObjectStore:
         return self.settings.lake.object_store.serve
 
     @property
-    def data_dir(self) -> str:
-        return str(self.settings.state_dir / "object-store" / "data")
+    def data_dir(self) -> Path:
+        """Where the filesystem backend keeps the objects: a directory per bucket."""
+        return self.settings.state_dir / "object-store" / "data"
 
     def server_jar(self) -> str:
         assert self.settings.jars_dir is not None
@@ -128,8 +130,7 @@ class LocalObjectStore:
         store = self.settings.lake.object_store
         found = credentials(self.settings)
         assert found is not None, "serve sets an access key"
-        (self.settings.state_dir / "object-store" / "data" / store.bucket).mkdir(
-            parents=True, exist_ok=True)
+        (self.data_dir / store.bucket).mkdir(parents=True, exist_ok=True)
         path = self.settings.state_dir / "object-store" / "s3proxy.properties"
         path.touch(mode=0o600)
         path.write_text("\n".join([
