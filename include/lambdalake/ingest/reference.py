@@ -37,7 +37,7 @@ from lambdalake.ingest.checks import (
 )
 from lambdalake.lake.reference import refresh, write_changes
 from lambdalake.settings import IngestSettings, Settings
-from lambdalake.streaming.runner import active_query_id
+from lambdalake.streaming.runner import query_ledger
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -148,13 +148,11 @@ def classify_topics(records: DataFrame, entities: EntityRegistry, settings: Sett
 def start_reference_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     entities = EntityRegistry()
     topics = ",".join(settings.kafka.entity_topic(e).name for e in entities.entities)
-    app_ids: list[str] = []
+    ledger = query_ledger(spark, QUERY_NAME)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        if not app_ids:
-            app_ids.append(f"lambdalake-reference-{active_query_id(spark, QUERY_NAME)}")
         changed = write_changes(classify_topics(batch, entities, settings), settings, entities,
-                                app_ids[0], batch_id)
+                                ledger(), batch_id)
         refresh(batch.sparkSession, settings, changed)
 
     print(f"reference: reading {topics}, pid {os.getpid()}", flush=True)

@@ -30,7 +30,7 @@ from lambdalake.lake.bronze import write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.streaming import progress
 from lambdalake.streaming.progress import query_progress
-from lambdalake.streaming.runner import PlanOutdated, active_query_id, run_until_stopped
+from lambdalake.streaming.runner import PlanOutdated, query_ledger, run_until_stopped
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -108,13 +108,11 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     contracts = ContractRegistry()
     stream = ClassifiedStream(spark, settings, contracts)
     checkpoint = settings.checkpoint_path(QUERY_NAME)
-    app_ids: list[str] = []
+    ledger = query_ledger(spark, QUERY_NAME)
 
     def write(classified: DataFrame, batch_id: int) -> None:
         stream.check()
-        if not app_ids:  # the session that started the query (a batch's own is a clone)
-            app_ids.append(f"lambdalake-ingest-{active_query_id(spark, QUERY_NAME)}")
-        write_micro_batch(classified, settings, contracts, app_ids[0], batch_id)
+        write_micro_batch(classified, settings, contracts, ledger(), batch_id)
 
     return (
         stream.records.writeStream.queryName(QUERY_NAME)

@@ -1,10 +1,10 @@
 """The forever store: bronze (valid events, append-only) and quarantine (everything else).
 
-Both are Delta tables written by the ingest stream, one micro-batch at a time. Each write
-carries Delta's idempotent-write options (``txnAppId`` = the streaming query's id,
-``txnVersion`` = the batch id), so a micro-batch replayed after a crash is skipped by the
-table that already committed it and written by the one that did not: every Kafka record
-lands exactly once in exactly one of the two tables.
+Both are Delta tables written by the ingest stream, one micro-batch at a time, through the
+query's ``BatchLedger`` (``lambdalake.lake.ledger``): each commit records its batch, so a
+micro-batch replayed after a crash is skipped by the table that already committed it and
+written by the one that did not: every Kafka record lands exactly once in exactly one of
+the two tables.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path
 from lambdalake.settings import Settings
 
@@ -66,37 +67,27 @@ def quarantine_rows(rows: DataFrame) -> DataFrame:
 
 
 def write_micro_batch(
-    classified: DataFrame, settings: Settings, contracts: ContractRegistry, app_id: str,
+    classified: DataFrame, settings: Settings, contracts: ContractRegistry, ledger: BatchLedger,
     batch_id: int,
 ) -> None:
-    """Append one classified micro-batch to bronze and quarantine, idempotently.
+    """Append one classified micro-batch to bronze and quarantine, each once.
 
     The batch is cached once, with only the columns the two tables store, so classification
     runs once and each record's bytes are held once. The ingest time is added after the
     cache: a streaming query's ``current_timestamp()`` is a new literal in every micro-batch,
     and inside the classification stage it made Spark generate and compile that stage's
     code (about 5,000 lines of Java) again for every batch, which then ran before the JIT
-    had warmed up to it."""
+    had warmed up to it. Bronze gets a commit for every batch (the ledger's record of where
+    ingest is); quarantine only for a batch that quarantined something."""
     rows = stored_rows(classified, contracts).persist()
     try:
         stamped = with_ingest_time(rows, datetime.now(UTC))
-        append_once(bronze_rows(stamped, contracts), settings.table_path(BRONZE_TABLE),
-                    "event_date", app_id, batch_id)
-        append_once(quarantine_rows(stamped), settings.table_path(QUARANTINE_TABLE),
-                    "ingest_date", app_id, batch_id)
+        ledger.append(bronze_rows(stamped, contracts), settings.table_path(BRONZE_TABLE),
+                      "event_date", batch_id)
+        ledger.append(quarantine_rows(stamped), settings.table_path(QUARANTINE_TABLE),
+                      "ingest_date", batch_id, every_batch=False)
     finally:
         rows.unpersist()
-
-
-def append_once(frame: DataFrame, path: str, partition: str, app_id: str, batch_id: int) -> None:
-    """Append ``frame`` unless this table already committed ``batch_id`` for ``app_id``."""
-    (
-        frame.write.format("delta").mode("append")
-        .option("txnAppId", app_id).option("txnVersion", batch_id)
-        .option("mergeSchema", "true")  # a new optional contract field adds a column
-        .partitionBy(partition)
-        .save(path)
-    )
 
 
 def read_bronze_interval(

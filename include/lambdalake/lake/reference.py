@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import EntityRegistry
 from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
-from lambdalake.lake.bronze import QUARANTINE_COLUMNS, append_once, with_ingest_time
+from lambdalake.lake.bronze import QUARANTINE_COLUMNS, with_ingest_time
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def change_columns(entities: EntityRegistry) -> list[str]:
 
 
 def write_changes(classified: DataFrame, settings: Settings, entities: EntityRegistry,
-                  app_id: str, batch_id: int) -> list[str]:
+                  ledger: BatchLedger, batch_id: int) -> list[str]:
     """Append one classified micro-batch to the changelog and the quarantine, idempotently;
     return the entities it changed (their history and current state are then stale)."""
     from pyspark.sql import functions as F
@@ -69,10 +70,11 @@ def write_changes(classified: DataFrame, settings: Settings, entities: EntityReg
     try:
         stamped = with_ingest_time(rows, datetime.now(UTC))
         valid = stamped.where("quarantine_reason IS NULL")
-        append_once(valid.select(*change_columns(entities)),
-                    settings.table_path(CHANGES_TABLE), "entity", app_id, batch_id)
-        append_once(stamped.where("quarantine_reason IS NOT NULL").select(*QUARANTINE_COLUMNS),
-                    settings.table_path(QUARANTINE_TABLE), "ingest_date", app_id, batch_id)
+        ledger.append(valid.select(*change_columns(entities)),
+                      settings.table_path(CHANGES_TABLE), "entity", batch_id)
+        ledger.append(stamped.where("quarantine_reason IS NOT NULL").select(*QUARANTINE_COLUMNS),
+                      settings.table_path(QUARANTINE_TABLE), "ingest_date", batch_id,
+                      every_batch=False)
         changed = valid.select("entity").distinct().orderBy("entity")
         return [row.entity for row in changed.where(F.col("entity").isNotNull()).collect()]
     finally:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 from lambdalake.streaming.progress import QuerySnapshot, record_batches, write_status
 
@@ -40,6 +41,20 @@ def active_query_id(spark: SparkSession, name: str) -> str:
         if query.name == name:
             return str(query.id)
     raise RuntimeError(f"no active streaming query named {name!r}")
+
+
+def query_ledger(spark: SparkSession, name: str) -> Callable[[], BatchLedger]:
+    """The ``BatchLedger`` of this start of the query ``name`` (app id
+    ``lambdalake-<name>-<query id>``), made at its first micro-batch, when the query's id is
+    known; a query started again gets a new one, which reads its tables' logs again."""
+    ledgers: list[BatchLedger] = []
+
+    def ledger() -> BatchLedger:
+        if not ledgers:  # the session that started the query (a batch's own is a clone)
+            ledgers.append(BatchLedger(f"lambdalake-{name}-{active_query_id(spark, name)}"))
+        return ledgers[0]
+
+    return ledger
 
 
 def run_until_stopped(

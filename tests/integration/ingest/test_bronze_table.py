@@ -1,4 +1,4 @@
-"""Bronze as a table: idempotent batch writes, the interval reader, compaction."""
+"""Bronze as a table: batches written once (the ledger), the interval reader, compaction."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deltalake import DeltaTable
+
 from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
-    append_once,
     bronze_rows,
     compact_closed_partitions,
     read_bronze_interval,
@@ -19,6 +20,7 @@ from lambdalake.lake.bronze import (
     with_ingest_time,
     write_micro_batch,
 )
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
@@ -55,10 +57,10 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
                      contracts, lake.ingest)
     # a crash between the two commits: bronze has batch 0, quarantine does not
     stamped = with_ingest_time(stored_rows(batch, contracts), ARRIVAL)
-    append_once(bronze_rows(stamped, contracts), lake.table_path(BRONZE_TABLE), "event_date",
-                "test-app", 0)
-    for _ in range(2):  # the replay, and one more for good measure
-        write_micro_batch(batch, lake, contracts, "test-app", batch_id=0)
+    BatchLedger("test-app").append(bronze_rows(stamped, contracts),
+                                   lake.table_path(BRONZE_TABLE), "event_date", 0)
+    for _ in range(2):  # the replay after a restart (a new ledger), and one more
+        write_micro_batch(batch, lake, contracts, BatchLedger("test-app"), batch_id=0)
     bronze = spark.read.format("delta").load(lake.table_path(BRONZE_TABLE))
     quarantine = spark.read.format("delta").load(lake.table_path(QUARANTINE_TABLE))
     assert sorted(r.event_id for r in bronze.collect()) == ["a", "b"]
@@ -67,16 +69,25 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     hour = late.replace(minute=0, second=0, microsecond=0)
     interval = read_bronze_interval(spark, lake, hour, hour + timedelta(hours=1))
     assert [r.event_id for r in interval.collect()] == ["b"]
+    # another query (a new checkpoint) writes its own batch 0
+    write_micro_batch(batch, lake, contracts, BatchLedger("other-app"), batch_id=0)
+    assert bronze.count() == 4
 
+    ledger = BatchLedger("test-app")
+    quarantined = DeltaTable(lake.table_path(QUARANTINE_TABLE)).version()
     for n in range(3):  # more small files in the late event's (closed) day
         write_micro_batch(
             classify(kafka_batch(spark, [page_view(f"late-{n}", late)], 10 + n), contracts,
                      lake.ingest),
-            lake, contracts, "test-app", batch_id=1 + n,
+            lake, contracts, ledger, batch_id=1 + n,
         )
+    # clean batches commit nothing to quarantine
+    assert DeltaTable(lake.table_path(QUARANTINE_TABLE)).version() == quarantined
     removed = compact_closed_partitions(spark, lake, before=ARRIVAL.date())
     assert removed >= 4
-    assert spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).count() == 5
+    assert spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).count() == 7
+    # a restart after compaction: the ledger finds batch 3 behind the compaction's commit
+    assert BatchLedger("test-app").committed(lake.table_path(BRONZE_TABLE), 4) == 3
 
 
 def test_what_a_micro_batch_caches_is_planned_alike_at_any_time(

@@ -20,6 +20,7 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.reference import HISTORY_TABLE
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
 from lambdalake.quality.history import read_results
@@ -79,7 +80,7 @@ def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempP
             for i, r in enumerate(TrafficGenerator(PROFILE).records())]
     contracts = ContractRegistry()
     write_micro_batch(classify(spark.createDataFrame(rows, KAFKA_SCHEMA), contracts,
-                               lake.ingest), lake, contracts, "quality-test", 0)
+                               lake.ingest), lake, contracts, BatchLedger("quality-test"), 0)
     recompute_views(spark, lake, list(load_views().values()), START, END, "quality-1")
     return lake
 

@@ -12,6 +12,7 @@ from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import BRONZE_TABLE, write_micro_batch
+from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 from lambdalake.views.batch import check_interval, recompute_views
 from lambdalake.views.catalog import current_table_path
@@ -32,7 +33,8 @@ def ingest(spark: SparkSession, lake: Settings, records: list, first_offset: int
             for i, r in enumerate(records)]
     frame = spark.createDataFrame(rows, KAFKA_SCHEMA)
     contracts = ContractRegistry()
-    write_micro_batch(classify(frame, contracts, lake.ingest), lake, contracts, "test", batch)
+    write_micro_batch(classify(frame, contracts, lake.ingest), lake, contracts, BatchLedger("test"),
+                       batch)
 
 
 @pytest.fixture(scope="module")
