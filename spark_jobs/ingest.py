@@ -1,9 +1,9 @@
 """Spark entry point of the ingest stream: Kafka -> bronze + quarantine, until stopped."""
 
-from lambdalake.ingest.stream import run
+from lambdalake.ingest.stream import INGEST_SPARK_CONF, run
 from lambdalake.settings import get_settings
 from lambdalake.spark import get_spark
 
 if __name__ == "__main__":
     settings = get_settings()
-    run(get_spark("ingest", settings), settings)
+    run(get_spark("ingest", settings, INGEST_SPARK_CONF), settings)

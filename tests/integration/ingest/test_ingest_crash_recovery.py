@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from deltalake import DeltaTable
 
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
 from tests.support.streaming_chaos import (
     assert_each_record_once,
@@ -43,3 +45,7 @@ def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark:
     wait_caught_up(settings, timeout=300)
 
     assert_each_record_once(spark, settings, [manifest])
+    # the tables ingest creates checkpoint every 100 commits (INGEST_SPARK_CONF), not 10
+    for table in (BRONZE_TABLE, QUARANTINE_TABLE):
+        configuration = DeltaTable(settings.table_path(table)).metadata().configuration
+        assert configuration["delta.checkpointInterval"] == "100"
