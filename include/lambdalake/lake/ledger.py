@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,10 +58,9 @@ def last_committed(path: str, app_id: str) -> tuple[int, bool]:
     and whether the log was found complete (it still holds version 0) when none was."""
     from deltalake import DeltaTable
 
-    uri = delta_rs_uri(path)
-    if not DeltaTable.is_deltatable(uri):
+    if not table_exists(path):
         return -1, True
-    table = DeltaTable(uri, without_files=True)
+    table = DeltaTable(delta_rs_uri(path), without_files=True)
     transaction = table.transaction_version(app_id)  # Delta's own idempotent writes
     legacy = -1 if transaction is None else transaction
     limit = FIRST_PAGE
