@@ -31,8 +31,10 @@ from lambdalake.contracts import (
 from lambdalake.ingest.checks import (
     TIMESTAMP_FORMAT,
     any_of,
+    field_stages,
     has_json_type,
     named,
+    object_fields,
     violations,
 )
 from lambdalake.lake.reference import refresh, write_changes
@@ -69,14 +71,8 @@ def classify_changes(records: DataFrame, contract: EntityContract,
     })
     staged = staged.withColumn("_v", F.when(
         F.col("_readable"), F.expr("try_parse_json(CAST(value AS STRING))")))
-    staged = staged.withColumns({
-        "_t_record": F.expr("schema_of_variant(_v)"),
-        **{f"_t_{n}": F.expr(f"schema_of_variant(variant_get(_v, '$.{n}'))") for n in fields},
-        **{f"_x_{n}": F.expr(f"try_variant_get(_v, '$.{n}', '{r.spark_type}')")
-           for n, r in fields.items()},
-        **{f"_d_{n}": F.expr(f"try_variant_get(_v, '$.{n}', 'DECIMAL(38,18)')")
-           for n, r in fields.items() if "multipleOf" in r.constraints},
-    })
+    staged = staged.withColumn("_o", object_fields(F.col("_v"), list(fields)))
+    staged = staged.withColumns(field_stages(fields))
     present = {n: F.col(f"_t_{n}").isNotNull() & (F.col(f"_t_{n}") != "VOID") for n in fields}
     updated_at = F.try_to_timestamp(F.col(f"_x_{ENTITY_TIME_FIELD}"), F.lit(TIMESTAMP_FORMAT))
     wrong = {n: present[n] & (~has_json_type(F.col(f"_t_{n}"), r.json_type)
@@ -98,8 +94,7 @@ def classify_changes(records: DataFrame, contract: EntityContract,
         ("oversized", size > policy.max_record_bytes,
          F.concat(size.cast("string"), F.lit(f" bytes > {policy.max_record_bytes}"))),
         ("invalid_utf8", ~F.col("_readable") & (size <= policy.max_record_bytes), F.lit("")),
-        ("invalid_json", F.col("_v").isNull() | ~F.col("_t_record").startswith("OBJECT"),
-         F.lit("")),
+        ("invalid_json", F.col("_o").isNull(), F.lit("")),
         ("wrong_type", any_of(list(wrong.values())), named(wrong)),
         ("missing_required", any_of(list(missing.values())), named(missing)),
         ("constraint_violation", any_of(list(broken.values())), named(broken)),

@@ -30,8 +30,10 @@ from lambdalake.contracts import ContractRegistry, FieldRule
 from lambdalake.ingest.checks import (
     TIMESTAMP_FORMAT,
     any_of,
+    field_stages,
     has_json_type,
     named,
+    object_fields,
     violations,
 )
 from lambdalake.kafka.schema_registry import AvroSchemas
@@ -109,9 +111,9 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
     timestamp, ``event_date``, ``quarantine_reason`` (null when valid) and
     ``quarantine_detail``. ``avro``: the registered schemas Avro records are decoded by.
 
-    The work is staged in helper columns (``_t_<field>``: JSON type, ``_x_<field>``: typed
-    value, ``_c_…``: check results) so each JSON lookup happens once and no expression
-    grows past what Spark's code generator compiles.
+    The work is staged in helper columns (``_o``: the object's fields, ``_t_<field>``: JSON
+    type, ``_x_<field>``: typed value, ``_c_…``: check results) so each JSON lookup happens
+    once and no expression grows past what Spark's code generator compiles.
     """
     from pyspark.sql import functions as F
 
@@ -130,14 +132,8 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
     staged = staged.withColumn("_v", F.when(
         F.col("_readable") & F.col("_avro"), _avro_variant(avro)
     ).when(F.col("_readable"), F.expr("try_parse_json(CAST(value AS STRING))")))
-    staged = staged.withColumns({
-        "_t_event": F.expr("schema_of_variant(_v)"),
-        **{f"_t_{n}": F.expr(f"schema_of_variant(variant_get(_v, '$.{n}'))") for n in fields},
-        **{f"_x_{n}": F.expr(f"try_variant_get(_v, '$.{n}', '{r.spark_type}')")
-           for n, r in fields.items()},
-        **{f"_d_{n}": F.expr(f"try_variant_get(_v, '$.{n}', 'DECIMAL(38,18)')")
-           for n, r in fields.items() if "multipleOf" in r.constraints},
-    })
+    staged = staged.withColumn("_o", object_fields(F.col("_v"), list(fields)))
+    staged = staged.withColumns(field_stages(fields))
     having = {n: [t for t in types if n in contracts.latest(t).fields] for n in fields}
     exact = {n: F.col(f"_d_{n}") for n, r in fields.items() if "multipleOf" in r.constraints}
     present = {n: F.col(f"_t_{n}").isNotNull() & (F.col(f"_t_{n}") != "VOID") for n in fields}
@@ -181,8 +177,7 @@ def classify(records: DataFrame, contracts: ContractRegistry, policy: IngestSett
          F.col("_avro") & F.expr("try_variant_get(_v, '$.event_type', 'STRING') IS NULL"),
          F.concat(F.lit("schema id "), F.col("_schema_id").cast("string"))),
         ("invalid_utf8", (size <= policy.max_record_bytes) & ~F.col("_readable"), F.lit("")),
-        ("invalid_json", F.col("_v").isNull() | ~F.col("_t_event").startswith("OBJECT"),
-         F.lit("")),
+        ("invalid_json", F.col("_o").isNull(), F.lit("")),
         ("unknown_event_type", ~F.coalesce(event_type.isin(contracts.event_types), F.lit(False)),
          F.coalesce(event_type, F.lit(""))),
         ("wrong_type", any_of(list(wrong.values())), named(wrong)),
