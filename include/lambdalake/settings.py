@@ -299,6 +299,10 @@ class IngestSettings(BaseModel):
     reference_trigger_interval: str = Field(
         "5 seconds", description="trigger of the reference entities' stream (changes are rare)")
     max_offsets_per_trigger: int = Field(200_000, ge=1, description="back-pressure bound")
+    read_tasks: int = Field(
+        0, ge=0, description="Spark tasks a micro-batch's Kafka read is split into; 0: the "
+        "smallest multiple of Spark's cores that covers the events topic's partitions (3 "
+        "partitions on 2 cores: 4 tasks, so no core idles while the other reads a third)")
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new query starts (a checkpoint overrides it)"
     )

@@ -61,17 +61,31 @@ def history_path(settings: Settings) -> Path:
     return progress.history_path(settings, QUERY_NAME)
 
 
+def read_tasks(configured: int, topic_partitions: int, cores: int) -> int:
+    """Tasks a micro-batch's Kafka read is split into: ``configured``, or (0) the smallest
+    multiple of ``cores`` that covers the topic's partitions.
+
+    Spark reads one task per Kafka partition unless told otherwise; 3 partitions on 2 cores
+    then run in two waves, the second on one core, so a CPU-bound batch took a third
+    longer than its work needs. Splitting the partitions' offset ranges into 4 tasks keeps
+    both cores busy to the end."""
+    if configured:
+        return configured
+    return -(-topic_partitions // cores) * cores
+
+
 def kafka_stream(
     spark: SparkSession, settings: Settings, max_offsets_per_trigger: int | None = None,
-    partitions: list[int] | None = None,
+    partitions: list[int] | None = None, tasks: int | None = None,
 ) -> DataFrame:
     """The events topic as a stream of Kafka records (the speed layer reads it too): all of
-    its partitions, or only ``partitions`` (a speed shard's)."""
+    its partitions, or only ``partitions`` (a speed shard's); each batch read in ``tasks``
+    tasks at least (default: one per partition)."""
     ingest = settings.ingest
     topic = settings.kafka.events_topic.name
     source = (("assign", json.dumps({topic: partitions})) if partitions is not None
               else ("subscribe", topic))
-    return (
+    reader = (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
         .option(*source)
@@ -79,8 +93,10 @@ def kafka_stream(
         .option("failOnDataLoss", str(ingest.fail_on_data_loss).lower())
         .option("maxOffsetsPerTrigger",
                 max_offsets_per_trigger or ingest.max_offsets_per_trigger)
-        .load()
     )
+    if tasks is not None:
+        reader = reader.option("minPartitions", tasks)
+    return reader.load()
 
 
 class ClassifiedStream:
@@ -97,12 +113,12 @@ class ClassifiedStream:
 
     def __init__(self, spark: SparkSession, settings: Settings, contracts: ContractRegistry,
                  max_offsets_per_trigger: int | None = None,
-                 partitions: list[int] | None = None) -> None:
+                 partitions: list[int] | None = None, tasks: int | None = None) -> None:
         self.schemas = TopicSchemas(settings.registry, contracts,
                                     settings.kafka.events_topic.name)
         self.planned = self.schemas.current()
         self.records = classify(
-            kafka_stream(spark, settings, max_offsets_per_trigger, partitions),
+            kafka_stream(spark, settings, max_offsets_per_trigger, partitions, tasks),
             contracts, settings.ingest, self.planned)
 
     def check(self) -> None:
@@ -116,7 +132,9 @@ class ClassifiedStream:
 
 def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
     contracts = ContractRegistry()
-    stream = ClassifiedStream(spark, settings, contracts)
+    tasks = read_tasks(settings.ingest.read_tasks, settings.kafka.events_topic.partitions,
+                       spark.sparkContext.defaultParallelism)
+    stream = ClassifiedStream(spark, settings, contracts, tasks=tasks)
     checkpoint = settings.checkpoint_path(QUERY_NAME)
     ledger = query_ledger(spark, QUERY_NAME)
 
