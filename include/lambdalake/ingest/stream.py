@@ -26,7 +26,7 @@ from lambdalake.ingest.reference import start_reference_ingest
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.kafka.topics import ensure_platform_topics
-from lambdalake.lake.bronze import write_micro_batch
+from lambdalake.lake.bronze import upgrade_tables, write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.streaming import progress
 from lambdalake.streaming.progress import query_progress
@@ -156,6 +156,8 @@ def run(spark: SparkSession, settings: Settings) -> None:
     arrives. The topics they read are created first if missing (as ``lambdalake contracts
     register`` would): a reference query subscribed to a topic no broker hosts fails."""
     ensure_platform_topics(settings.kafka)
+    for table in upgrade_tables(spark, settings):
+        print(f"ingest: {table} given its table properties", flush=True)
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     reference = start_reference_ingest(spark, settings)

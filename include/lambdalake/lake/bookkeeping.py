@@ -47,6 +47,11 @@ def table_version(path: str) -> int:
     return int(DeltaTable(delta_rs_uri(path), without_files=True).version())
 
 
+def table_properties(path: str) -> dict[str, str]:
+    """A Delta table's properties (``delta.*`` configuration), from its log."""
+    return dict(DeltaTable(delta_rs_uri(path), without_files=True).metadata().configuration)
+
+
 def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem a lake path lives on, and the path within it (local paths made
     absolute; ``s3a://`` read as ``s3://``)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.ledger import BatchLedger
-from lambdalake.lake.sql import delta_path
+from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
@@ -26,6 +26,24 @@ QUARANTINE_COLUMNS = [
     "topic", "partition", "offset", "kafka_timestamp", "key", "raw_value",
     "quarantine_reason", "quarantine_detail", "ingested_at", "ingest_date",
 ]
+
+
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+TABLE_PROPERTIES = {
+    # Delta keeps min/max statistics of a table's first 32 columns for every file it writes:
+    # 6 of the 14 us a record took to write bronze. Its readers skip files by event time
+    # (intervals, the late-data log) and Kafka time (arrival slices) only
+    BRONZE_TABLE: {STATS_COLUMNS: "occurred_at,kafka_timestamp,ingested_at"},
+    QUARANTINE_TABLE: {STATS_COLUMNS: "kafka_timestamp,ingested_at"},
+}
+"""Properties of bronze and quarantine: set by the first write, or by ``upgrade_tables``."""
+
+
+def upgrade_tables(spark: SparkSession, settings: Settings) -> list[str]:
+    """Give bronze and quarantine the ``TABLE_PROPERTIES`` they lack (tables written by an
+    older release); the tables changed. Ingest does it when it starts, before it writes."""
+    return [name for name, properties in TABLE_PROPERTIES.items()
+            if upgrade_properties(spark, settings.table_path(name), properties)]
 
 
 def bronze_columns(contracts: ContractRegistry) -> list[str]:
@@ -83,9 +101,10 @@ def write_micro_batch(
     try:
         stamped = with_ingest_time(rows, datetime.now(UTC))
         ledger.append(bronze_rows(stamped, contracts), settings.table_path(BRONZE_TABLE),
-                      "event_date", batch_id)
+                      "event_date", batch_id, properties=TABLE_PROPERTIES[BRONZE_TABLE])
         ledger.append(quarantine_rows(stamped), settings.table_path(QUARANTINE_TABLE),
-                      "ingest_date", batch_id, every_batch=False)
+                      "ingest_date", batch_id, every_batch=False,
+                      properties=TABLE_PROPERTIES[QUARANTINE_TABLE])
     finally:
         rows.unpersist()
 

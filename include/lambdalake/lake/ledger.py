@@ -18,6 +18,7 @@ it writes every batch, whether its batch in doubt committed cannot be known, and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
@@ -102,16 +103,18 @@ class BatchLedger:
         return self._committed[path]
 
     def append(self, frame: DataFrame, path: str, partition: str, batch_id: int, *,
-               every_batch: bool = True) -> bool:
+               every_batch: bool = True, properties: Mapping[str, str] | None = None) -> bool:
         """Append ``frame`` as batch ``batch_id`` unless ``path`` committed it; whether it
         did now. Without ``every_batch`` an empty frame commits nothing (a commit costs about
-        0.3 s; a replay finds the same frame empty)."""
+        0.3 s; a replay finds the same frame empty). ``properties``: the ``delta.*`` table
+        properties the first write creates the table with (Delta ignores them after)."""
         if self.committed(path, batch_id, every_batch=every_batch) >= batch_id:
             return False
         if not every_batch and frame.isEmpty():
             return False
         (
             frame.write.format("delta").mode("append")
+            .options(**(properties or {}))
             .option("userMetadata", marker(self.app_id, batch_id))
             .option("mergeSchema", "true")  # a new optional contract field adds a column
             .partitionBy(partition)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,13 +11,17 @@ from deltalake import DeltaTable
 
 from lambdalake.contracts import ContractRegistry, encode_event
 from lambdalake.ingest.validation import classify
+from lambdalake.lake.bookkeeping import table_properties
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
+    STATS_COLUMNS,
+    TABLE_PROPERTIES,
     bronze_rows,
     compact_closed_partitions,
     read_bronze_interval,
     stored_rows,
+    upgrade_tables,
     with_ingest_time,
     write_micro_batch,
 )
@@ -66,6 +71,15 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     assert sorted(r.event_id for r in bronze.collect()) == ["a", "b"]
     assert [r.quarantine_reason for r in quarantine.collect()] == ["invalid_json"]
 
+    # bronze was created by a bare append, as an older release did; quarantine by ingest
+    bronze_stats = TABLE_PROPERTIES[BRONZE_TABLE][STATS_COLUMNS]
+    assert STATS_COLUMNS not in table_properties(lake.table_path(BRONZE_TABLE))
+    assert (table_properties(lake.table_path(QUARANTINE_TABLE))[STATS_COLUMNS]
+            == TABLE_PROPERTIES[QUARANTINE_TABLE][STATS_COLUMNS])
+    assert upgrade_tables(spark, lake) == [BRONZE_TABLE]  # as ingest does when it starts
+    assert table_properties(lake.table_path(BRONZE_TABLE))[STATS_COLUMNS] == bronze_stats
+    assert upgrade_tables(spark, lake) == []
+
     hour = late.replace(minute=0, second=0, microsecond=0)
     interval = read_bronze_interval(spark, lake, hour, hour + timedelta(hours=1))
     assert [r.event_id for r in interval.collect()] == ["b"]
@@ -83,6 +97,13 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
         )
     # clean batches commit nothing to quarantine
     assert DeltaTable(lake.table_path(QUARANTINE_TABLE)).version() == quarantined
+    # bronze's files carry statistics of the columns readers skip by, and only those
+    newest = DeltaTable(lake.table_path(BRONZE_TABLE)).version()
+    log = Path(lake.table_path(BRONZE_TABLE), "_delta_log", f"{newest:020d}.json")
+    added = [json.loads(line)["add"] for line in log.read_text().splitlines()
+             if "add" in json.loads(line)]
+    assert [sorted(json.loads(a["stats"])["minValues"]) for a in added] == [
+        sorted(bronze_stats.split(","))]
     removed = compact_closed_partitions(spark, lake, before=ARRIVAL.date())
     assert removed >= 4
     assert spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).count() == 7
