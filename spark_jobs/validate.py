@@ -11,8 +11,10 @@ bronze layer is bronze's events of the interval, then the records quarantined am
 that arrived in it, then the history of each reference entity a view joins); each prints
 one summary line, then one line per failing expectation with sample values, and is
 recorded in the history (``lambdalake.quality.history``). The
-exit status is 1 if any gate has a critical failure (or could not validate), 0 otherwise,
-2 for bad arguments.
+exit status is 0 if every gate passed; 3 (``DATA_REJECTED_EXIT``) if the data failed a
+critical check and every gate could validate (the batch DAG then fails the task without
+retries: the data would fail again); 1 if a gate could not validate (a lost server, an
+unreadable slice: worth a retry); 2 for bad arguments.
 
 ``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
 dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
@@ -85,6 +87,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         args_parser.error("--views and --table-path are for --layer batch")
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
+    from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
     from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.gate import GATE_SPARK_CONF
     from lambdalake.quality.history import read_results, record
@@ -124,13 +127,15 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                       bronze_version=args.bronze_version,
                                       row_count=usual("batch", name), bronze_types=bronze_types)
 
-    passed = True
+    failed: list[GateResult] = []
     with task_session(f"validate-{args.layer}", settings, GATE_SPARK_CONF) as spark:
         for result in gates(spark):
             print(result.report(), flush=True)
             record(result, settings, run_id=args.run_id)
-            passed = passed and result.success
-    return 0 if passed else 1
+            failed += [] if result.success else [result]
+    if not failed:
+        return 0
+    return DATA_REJECTED_EXIT if all(result.data_failed for result in failed) else 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lambdalake.orchestration.spark_jobs import run_spark_job
+from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed, run_spark_job
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc, parse_utc
 
@@ -112,7 +112,7 @@ def gate_bronze(plan: BatchPlan) -> None:
     if plan.full_reprocess:
         print("full reprocess: every bronze interval was gated when it was first computed")
         return
-    run_spark_job("validate", ["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id])
+    run_gate(["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id])
 
 
 def compute(plan: BatchPlan) -> list[dict[str, Any]]:
@@ -128,16 +128,32 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
     from lambdalake.views.catalog import physical_table
 
     if not plan.full_reprocess:
-        run_spark_job("validate", ["--layer", "batch", "--views", ",".join(plan.views),
-                                   *plan.interval_args, "--run-id", plan.run_id])
+        run_gate(["--layer", "batch", "--views", ",".join(plan.views), *plan.interval_args,
+                  "--run-id", plan.run_id])
         return
     for built in written:
         path = settings.table_path(physical_table(built["view"], built["view_version"]))
-        run_spark_job("validate", [
+        run_gate([
             "--layer", "batch", "--views", built["view"], "--table-path", path,
             "--start", iso_utc(parse_utc(built["start"])),
             "--end", iso_utc(parse_utc(built["end"])),
             "--run-id", plan.run_id])
+
+
+def run_gate(args: list[str]) -> None:
+    """Run the gate step ``spark_jobs/validate.py``. Data that failed its critical checks
+    fails the task at once (``AirflowFailException``): a retry would read the same data, so
+    only a gate that could not validate (a lost server, a crash) gets the task's retries."""
+    try:
+        run_spark_job("validate", args)
+    except SparkJobFailed as failed:
+        if failed.exit_code != DATA_REJECTED_EXIT:
+            raise
+        from airflow.exceptions import AirflowFailException
+
+        raise AirflowFailException(
+            "the data failed its critical checks (above; `lambdalake quality --failed` lists "
+            "them): fix the data, then clear the task or trigger the interval again") from failed
 
 
 def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> dict[str, str]:

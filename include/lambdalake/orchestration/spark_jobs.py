@@ -41,8 +41,17 @@ RUN_IN_FORK = sys.platform == "linux"
 _CALLERS_STREAMS: list[object] = []
 
 
+DATA_REJECTED_EXIT = 3
+"""The exit status of a step that ran and found the data failing its checks (a gate of
+``spark_jobs/validate.py``): a retry would read the same data and fail the same way."""
+
+
 class SparkJobFailed(RuntimeError):
-    """A Spark entry point exited with a non-zero status."""
+    """A Spark entry point exited with a non-zero status (``exit_code``)."""
+
+    def __init__(self, job: str, exit_code: int) -> None:
+        super().__init__(f"Spark job {job!r} exited with {exit_code}")
+        self.exit_code = exit_code
 
 
 def job_path(job: str) -> Path:
@@ -90,7 +99,7 @@ def run_spark_job(
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise SparkJobFailed(f"Spark job {job!r} exited with {code}")
+        raise SparkJobFailed(job, code)
     return lines
 
 

@@ -73,6 +73,12 @@ class GateResult:
         shown = "%Y-%m-%d %H:%M" if whole_minutes else "%Y-%m-%d %H:%M:%S"
         return f"[{self.start:{shown}}, {self.end:{shown}})"
 
+    @property
+    def data_failed(self) -> bool:
+        """The gate evaluated its suite and the data failed a critical check (no failure is
+        an error of the gate itself): validating again would fail the same way."""
+        return not self.success and all(o.error is None for o in self.critical_failures)
+
     def summary(self) -> str:
         """One line: ``gate bronze [..): passed, 26 expectations, 0 warnings, ...``."""
         name = "bronze" if self.subject == BRONZE_TABLE else f"{self.layer} {self.subject}"

@@ -492,6 +492,8 @@ def test_an_injected_bad_batch_stops_at_the_gate_until_the_data_is_fixed(
     states = client.task_states(DAG_ID, failed_run)
     assert states["gate_bronze"] == "failed", states
     assert {states[t] for t in ("compute", "gate_views", "publish")} == {"upstream_failed"}
+    # data failing a gate fails its task at once: a retry would read the same data
+    assert client.task_instance(DAG_ID, failed_run, "gate_bronze")["try_number"] == 1
     for name in load_views():
         assert midnight(BAD_DAY) not in {s for s, _ in published_intervals(settings, name)}
     report = subprocess.run(

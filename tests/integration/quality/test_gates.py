@@ -22,6 +22,7 @@ from lambdalake.ingest.validation import classify
 from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.reference import HISTORY_TABLE
+from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
 from lambdalake.quality.history import read_results
 from lambdalake.quality.slices import (
@@ -448,26 +449,32 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
     assert validate.main(["--layer", "bronze", *WINDOW, "--run-id", "r-1"], lake) == 0
     assert "gate bronze [2026-11-20 10:00, 2026-11-20 11:00): passed" in capsys.readouterr().out
     assert validate.main(["--layer", "batch", "--views", "page_traffic", "--table-path",
-                          broken_table, *WINDOW, "--run-id", "r-2"], lake) == 1
+                          broken_table, *WINDOW, "--run-id", "r-2"], lake) == DATA_REJECTED_EXIT
     out = capsys.readouterr().out
     assert "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): FAILED" in out
     assert "  critical range:views (expect_column_values_to_be_between): " in out
     # the next hour has events in bronze but no view rows: every requested view is validated
     next_hour = ["--start", "2026-11-20T11:00:00Z", "--end", "2026-11-20T12:00:00Z"]
     assert validate.main(["--layer", "batch", "--views", "page_traffic,funnel", *next_hour,
-                          "--run-id", "r-3"], lake) == 1
+                          "--run-id", "r-3"], lake) == DATA_REJECTED_EXIT
     out = capsys.readouterr().out
     assert out.count("[2026-11-20 11:00, 2026-11-20 12:00): FAILED") == 2
     assert out.count("  critical not_empty (expect_table_row_count_to_be_between): observed 0") == 2
+    # a gate that could not read its slice is no verdict on the data: 1, worth a retry
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", "--table-path",
+                          f"{lake.lake.root}/no_such_table", *WINDOW, "--run-id", "r-4"],
+                         lake) == 1
+    assert "validation did not run" in capsys.readouterr().out
     recorded = [(r["layer"], r["subject"], r["success"], r["run_id"]) for r in read_results(lake)]
-    assert recorded[-7:] == [("bronze", "bronze_events", True, "r-1"),
+    assert recorded[-8:] == [("bronze", "bronze_events", True, "r-1"),
                              ("bronze", "quarantine_events", True, "r-1"),
                              # each joined entity's history (none yet: nothing to fail)
                              ("reference", "reference_history:product", True, "r-1"),
                              ("reference", "reference_history:user_profile", True, "r-1"),
                              ("batch", "page_traffic", False, "r-2"),
                              ("batch", "page_traffic", False, "r-3"),
-                             ("batch", "funnel", False, "r-3")]
+                             ("batch", "funnel", False, "r-3"),
+                             ("batch", "page_traffic", False, "r-4")]
 
 
 @pytest.mark.slow
@@ -478,7 +485,7 @@ def test_the_entry_point_runs_as_airflow_will_run_it(lake: Settings, broken_tabl
         env={**os.environ, **lake.to_environment()}, capture_output=True, text=True,
         timeout=600, cwd=PROJECT_ROOT,
     )
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == DATA_REJECTED_EXIT, run.stdout[-3000:] + run.stderr[-3000:]
     assert "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): FAILED" in run.stdout
     assert "critical range:views (expect_column_values_to_be_between)" in run.stdout
     last = read_results(lake)[-1]

@@ -1,17 +1,22 @@
-"""The batch DAG's plan step: trigger-form params and data intervals, checked up front."""
+"""The batch DAG's plan step: trigger-form params and data intervals, checked up front; and
+how a gate step's failure fails its task."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from airflow.exceptions import AirflowFailException
 
+from lambdalake.orchestration import batch_run
 from lambdalake.orchestration.batch_run import (
     BatchPlan,
     completeness_moment,
     parse_results,
     plan_batch_run,
 )
+from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -73,3 +78,27 @@ def test_a_full_reprocess_needs_no_interval() -> None:
 def test_results_are_read_from_the_job_output() -> None:
     lines = ["batch: funnel ...", 'result {"view": "funnel", "rows": 3}', "other"]
     assert parse_results(lines) == [{"view": "funnel", "rows": 3}]
+
+
+def gate_step_exiting(code: int) -> Callable[..., list[str]]:
+    def step(job: str, args: list[str]) -> list[str]:
+        raise SparkJobFailed(job, code)
+    return step
+
+
+def test_data_failing_a_gate_fails_the_task_without_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(batch_run, "run_spark_job", gate_step_exiting(DATA_REJECTED_EXIT))
+    with pytest.raises(AirflowFailException, match="the data failed its critical checks") as e:
+        batch_run.run_gate(["--layer", "bronze"])
+    assert isinstance(e.value.__cause__, SparkJobFailed)
+
+
+def test_a_gate_that_could_not_validate_keeps_the_tasks_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(batch_run, "run_spark_job", gate_step_exiting(1))
+    with pytest.raises(SparkJobFailed) as e:
+        batch_run.run_gate(["--layer", "bronze"])
+    assert e.value.exit_code == 1 and not isinstance(e.value, AirflowFailException)

@@ -26,8 +26,9 @@ def test_a_step_output_comes_back_line_by_line() -> None:
 
 def test_a_failing_step_fails_the_caller_with_its_exit_status() -> None:
     echoed: list[str] = []
-    with pytest.raises(SparkJobFailed, match="exited with 2"):
+    with pytest.raises(SparkJobFailed, match="exited with 2") as failed:
         run_spark_job("validate", ["--layer", "nope"], echo=echoed.append)
+    assert failed.value.exit_code == 2
     assert any("invalid choice: 'nope'" in line for line in echoed)
 
 
