@@ -132,7 +132,8 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         for result in gates(spark):
             print(result.report(), flush=True)
             record(result, settings, run_id=args.run_id)
-            failed += [] if result.success else [result]
+            if not result.success:
+                failed.append(result)
     if not failed:
         return 0
     return DATA_REJECTED_EXIT if all(result.data_failed for result in failed) else 1
