@@ -413,7 +413,8 @@ class BatchSettings(BaseModel):
 
 
 class QualitySettings(BaseModel):
-    """Thresholds of the quality gates' warnings (recorded and shown; they never block)."""
+    """The quality gates: their warnings' thresholds (recorded and shown; they never block)
+    and where a view slice is validated."""
 
     row_count_history: int = Field(
         24, ge=1, description="row-count anomaly: compare a slice with this many recent "
@@ -432,6 +433,9 @@ class QualitySettings(BaseModel):
     orphan_max_rate: float = Field(
         0.2, ge=0, le=1, description="orphan rate: warn when more of an enriched view's "
         "events in an interval joined to the unknown member (no version of their key)")
+    local_gate_max_rows: int = Field(
+        200_000, ge=0, description="view slices of up to this many rows are validated in "
+        "the task's process (delta-rs, DuckDB, GX's pandas engine); larger ones on Spark")
 
 
 class ServingSettings(BaseModel):

@@ -4,7 +4,10 @@ A gate validates one slice (bronze, or one view) for an event-time interval [sta
 with Great Expectations' Spark engine: the DataFrame is the batch parameter of a
 whole-dataframe batch definition of an in-memory GX context, so metrics are Spark
 aggregations on the cluster and only numbers (and a few sample values of failures) reach
-the driver.
+the driver. A view slice small enough to hold in the task's memory (a view's rows are
+aggregates) is validated there instead, with the same suite on GX's pandas engine
+(``run_suite_locally``): on a few hundred rows, Spark's planning on the Delta log (finding
+the slice's files in a table a write has just changed) cost more than the validation.
 
 The gate never passes silently. It fails (``success=False``) when a critical expectation
 fails, and also when validation did not really run: GX or Spark raised, the slice could
@@ -53,6 +56,7 @@ from lambdalake.lake.bronze import (
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.suites import (
     CRITICAL,
+    DUCKDB_MACROS,
     bronze_suite,
     check_name,
     derived_columns,
@@ -63,6 +67,8 @@ from lambdalake.quality.verdict import ExpectationOutcome, GateResult, did_not_r
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
     from great_expectations.core import ExpectationSuiteValidationResult
     from great_expectations.core.batch_definition import BatchDefinition
     from great_expectations.core.expectation_validation_result import (
@@ -97,16 +103,20 @@ def validate_bronze_frame(
 
 
 def validate_view_frame(
-    frame: DataFrame, view: ViewDefinition, start: datetime, end: datetime, *,
+    frame: DataFrame | pa.Table, view: ViewDefinition, start: datetime, end: datetime, *,
     require_rows: bool = True, contracts: ContractRegistry | None = None,
     began: float | None = None, row_count: RowBounds = NO_BOUNDS,
     orphan_max_share: float | None = None,
 ) -> GateResult:
-    """Validate a DataFrame of ``view`` rows as its slice [start, end)."""
+    """Validate ``view`` rows as its slice [start, end): a Spark DataFrame where it lives
+    (``run_suite``), rows held in memory (Arrow) without Spark (``run_suite_locally``)."""
+    import pyarrow as pa
+
     suite = view_suite(view, contracts, require_rows=require_rows)
-    return run_suite(frame, suite, layer="batch", subject=view.name, start=start, end=end,
-                     began=began, parameters=interval_parameters(
-                         start, end, row_count, orphan_max_share=orphan_max_share))
+    run = run_suite_locally if isinstance(frame, pa.Table) else run_suite
+    return run(frame, suite, layer="batch", subject=view.name, start=start, end=end,
+               began=began, parameters=interval_parameters(
+                   start, end, row_count, orphan_max_share=orphan_max_share))
 
 
 # --- running a suite ------------------------------------------------------------------------
@@ -149,6 +159,53 @@ def run_suite(
     return GateResult(layer, subject, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
                       rows=rows, seconds=time.monotonic() - began, validation=validation)
+
+
+def run_suite_locally(
+    rows: pa.Table, suite: gx.ExpectationSuite, *, layer: str, subject: str,
+    start: datetime, end: datetime, sample_size: int = SAMPLE_SIZE, began: float | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> GateResult:
+    """``run_suite`` for rows held in memory: the suite's derived columns computed by DuckDB
+    from the same SQL, GX's pandas engine. For slices small enough that a Spark query would
+    cost more in planning than in work; never raises."""
+    began = time.monotonic() if began is None else began
+    try:
+        frame = with_derived_columns(rows, derived_columns(suite))
+        critical, warnings, evaluated, validation = validate_in_two_passes(
+            pandas_batch_definition(), frame, suite,
+            parameters or interval_parameters(start, end), sample_size)
+    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
+        return did_not_run(layer, subject, start, end, error, began)
+    return GateResult(layer, subject, start, end, success=not critical,
+                      critical_failures=critical, warnings=warnings, evaluated=evaluated,
+                      rows=rows.num_rows, seconds=time.monotonic() - began, validation=validation)
+
+
+def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:
+    """``rows`` as pandas, plus a suite's derived columns computed by DuckDB (its macros
+    give the Spark functions the suites' SQL uses). Time zone-aware timestamps go in as
+    UTC wall-clock time and come out aware again, so a derived text (a wrong window's
+    'start .. end') reads as Spark writes it, without a '+00' suffix."""
+    import duckdb
+    import pyarrow as pa
+
+    aware = [field.name for field in rows.schema
+             if pa.types.is_timestamp(field.type) and field.type.tz is not None]
+    wall_clock = rows.cast(pa.schema([
+        field.with_type(pa.timestamp(field.type.unit)) if field.name in aware else field
+        for field in rows.schema]))
+    with duckdb.connect() as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        for macro in DUCKDB_MACROS:
+            connection.execute(macro)
+        connection.register("new_rows", wall_clock)
+        extra = "".join(f", {sql} AS \"{name}\"" for name, sql in derived.items())
+        # through Arrow, not ``df()``: DuckDB's pandas conversion turns decimals into floats
+        frame = connection.sql(f"SELECT *{extra} FROM new_rows").to_arrow_table().to_pandas()
+    for column in aware:
+        frame[column] = frame[column].dt.tz_localize("UTC")
+    return frame
 
 
 def validate_in_two_passes(

@@ -29,10 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.quality.gate import SAMPLE_SIZE, pandas_batch_definition, validate_in_two_passes
+from lambdalake.quality.gate import (
+    SAMPLE_SIZE,
+    pandas_batch_definition,
+    validate_in_two_passes,
+    with_derived_columns,
+)
 from lambdalake.quality.history import record
 from lambdalake.quality.suites import (
-    DUCKDB_MACROS,
     derived_columns,
     realtime_parameters,
     realtime_suite,
@@ -44,7 +48,6 @@ from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
-    import pandas as pd
     import pyarrow as pa
 
 LAYER = "realtime"
@@ -154,19 +157,6 @@ def new_rows(settings: Settings, view: ViewDefinition, max_rows: int) -> pa.Tabl
                     max_rows, rows.num_rows, since)
         rows = rows.sort_by([("updated_at", "descending")]).slice(0, max_rows)
     return with_estimates(rows, view)
-
-
-def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:
-    """``rows`` as pandas, plus the suite's derived columns computed by DuckDB."""
-    import duckdb
-
-    with duckdb.connect() as connection:
-        connection.execute("SET TimeZone = 'UTC'")
-        for macro in DUCKDB_MACROS:
-            connection.execute(macro)
-        connection.register("new_rows", rows)
-        extra = "".join(f", {sql} AS \"{name}\"" for name, sql in derived.items())
-        return connection.execute(f"SELECT *{extra} FROM new_rows").df()
 
 
 def whole_seconds_around(oldest: datetime, newest: datetime) -> tuple[datetime, datetime]:

@@ -184,6 +184,7 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
     settings = stack.settings
     runs = backfill(client)
     assert [r["state"] for r in runs] == ["success"] * 3, runs
+    assert retried_tasks(client, runs) == {}  # success by retries would hide a broken task
     first = view_rows(settings)
     assert all(first.values()), {name: len(rows) for name, rows in first.items()}
     assert differences_from_the_truth(settings, [traffic]) == dict.fromkeys(load_views(), 0)
@@ -193,8 +194,19 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
 
     again = backfill(client, "--reprocess-behavior", "completed")
     assert [r["state"] for r in again] == ["success"] * 3, again
+    assert retried_tasks(client, again, earlier_tries=1) == {}
     assert [r["dag_run_id"] for r in again] == [r["dag_run_id"] for r in runs]  # the same runs, re-run
     assert view_rows(settings) == first  # row for row
+
+
+def retried_tasks(client: AirflowClient, runs: list[dict[str, Any]], earlier_tries: int = 0
+                  ) -> dict[tuple[str, str], int]:
+    """The Spark tasks of ``runs`` that needed more than one try (beyond ``earlier_tries``
+    of runs re-run), and their try numbers."""
+    tries = {(run["dag_run_id"], task): client.task_instance(
+                 DAG_ID, run["dag_run_id"], task)["try_number"]
+             for run in runs for task in ("gate_bronze", "compute", "gate_views", "publish")}
+    return {key: number for key, number in tries.items() if number > 1 + earlier_tries}
 
 
 def spark_driver(job: str, run_id: str, timeout: float = 600) -> psutil.Process:
@@ -259,6 +271,7 @@ def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
 
     assert client.wait_for_run(DAG_ID, run_id, timeout=1200) == "success"
     assert client.task_instance(DAG_ID, run_id, "compute")["try_number"] == 2
+    assert client.task_instance(DAG_ID, run_id, "gate_views")["try_number"] == 1
     assert view_rows(settings, [day]) == reference
     print(f"compute of {run_id} killed after replacing {replaced}; the retry restored {day}")
 

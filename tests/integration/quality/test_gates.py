@@ -26,6 +26,7 @@ from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
 from lambdalake.quality.gate import validate_bronze_frame, validate_view_frame
 from lambdalake.quality.history import read_results
 from lambdalake.quality.slices import (
+    read_view_rows,
     validate_bronze_slice,
     validate_quarantine_slice,
     validate_reference_history,
@@ -93,6 +94,25 @@ def view_rows(spark: SparkSession, lake: Settings, view: ViewDefinition) -> Data
             .where((F.col("window_start") >= F.lit(START)) & (F.col("window_start") < F.lit(END))))
 
 
+@pytest.fixture(params=["spark", "local"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """Where a view gate validates: on Spark, or in this process (Arrow rows, GX's pandas
+    engine), as ``validate_view_slice`` chooses by the slice's size. Both must agree."""
+    return str(request.param)
+
+
+def on(engine: str, frame: DataFrame) -> Any:
+    """``frame`` as ``engine``'s gate takes it."""
+    return frame if engine == "spark" else frame.toArrow()
+
+
+def gated_on(engine: str, lake: Settings) -> Settings:
+    """``lake`` with view slices validated on ``engine`` (every one of them, empty or not)."""
+    most = 0 if engine == "spark" else 10**9
+    return lake.model_copy(update={"quality": lake.quality.model_copy(
+        update={"local_gate_max_rows": most})})
+
+
 def failures(result: GateResult) -> dict[str, Any]:
     return {o.check: o for o in result.critical_failures}
 
@@ -130,12 +150,12 @@ def no_network() -> Iterator[list[str]]:
 
 
 def test_good_slices_pass_without_touching_the_network(
-    spark: SparkSession, lake: Settings
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     with no_network() as attempts:
         bronze = validate_bronze_slice(spark, lake, START, END)
-        views = {name: validate_view_slice(spark, lake, view, current_table_path(lake, name),
-                                           START, END)
+        views = {name: validate_view_slice(spark, gated_on(engine, lake), view,
+                                           current_table_path(lake, name), START, END)
                  for name, view in load_views().items()}
     assert attempts == []
     assert bronze.success, bronze.report()
@@ -150,8 +170,19 @@ def test_good_slices_pass_without_touching_the_network(
         enforce(result)
 
 
-def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
+def test_a_view_slice_is_read_without_spark_up_to_the_local_gate_s_size(
     spark: SparkSession, lake: Settings
+) -> None:
+    path = current_table_path(lake, "page_traffic")
+    expected = view_rows(spark, lake, load_views()["page_traffic"]).count()
+    local = read_view_rows(path, START, END, max_rows=expected)
+    assert local is not None and local.num_rows == expected > 0
+    assert read_view_rows(path, START, END, max_rows=expected - 1) is None  # Spark's then
+    assert read_view_rows(path, END, END + timedelta(hours=1), max_rows=0).num_rows == 0
+
+
+def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -164,7 +195,7 @@ def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
                                             + F.expr("INTERVAL 30 MINUTES"))
                        .otherwise(F.col("window_end")))
            .unionByName(rows.where(F.col("page") == page)))  # the same key twice
-    result = validate_view_frame(bad, view, START, END)
+    result = validate_view_frame(on(engine, bad), view, START, END)
     assert not result.success
     failed = failures(result)
     assert set(failed) == {"range:views", "unique:window_start,page", "window"}, result.report()
@@ -181,7 +212,7 @@ def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
 
     sales = load_views()["product_sales"]
     refund = view_rows(spark, lake, sales).withColumn("revenue", F.col("revenue") - 100_000)
-    result = validate_view_frame(refund, sales, START, END)
+    result = validate_view_frame(on(engine, refund), sales, START, END)
     assert set(failures(result)) == {"range:revenue"}, result.report()
     assert all(sample.startswith("-") for sample in failures(result)["range:revenue"].samples)
 
@@ -238,7 +269,7 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
 
 
 def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
-    spark: SparkSession, lake: Settings
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -246,7 +277,7 @@ def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
     orphans = view_rows(spark, lake, view)  # no reference data: every category is unknown
     assert {row.category for row in orphans.select("category").distinct().collect()} == {
         UNKNOWN_MEMBER}
-    result = validate_view_frame(orphans, view, START, END, orphan_max_share=0.2)
+    result = validate_view_frame(on(engine, orphans), view, START, END, orphan_max_share=0.2)
     assert result.success and [w.check for w in result.warnings] == ["orphan_rate"]
     assert result.warnings[0].observed == 1.0
 
@@ -256,14 +287,15 @@ def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
     share = (some.where(F.col("category") == UNKNOWN_MEMBER).agg(F.sum("orders")).first()[0]
              / some.agg(F.sum("orders")).first()[0])
     assert 0 < share < 1
-    below = validate_view_frame(some, view, START, END, orphan_max_share=share)
+    below = validate_view_frame(on(engine, some), view, START, END, orphan_max_share=share)
     assert below.success and below.warnings == [], below.report()
-    above = validate_view_frame(some, view, START, END, orphan_max_share=share * 0.99)
+    above = validate_view_frame(on(engine, some), view, START, END,
+                                orphan_max_share=share * 0.99)
     assert [w.check for w in above.warnings] == ["orphan_rate"]
 
     wrong = some.withColumn("category", F.when(F.col("category") == "books", F.lit("weapons"))
                             .otherwise(F.lit(None)))
-    assert set(failures(validate_view_frame(wrong, view, START, END))) == {
+    assert set(failures(validate_view_frame(on(engine, wrong), view, START, END))) == {
         "in_set:category", "not_null:category"}
 
 
@@ -309,10 +341,11 @@ def test_an_entity_s_history_is_gated_for_overlaps_open_versions_and_its_contrac
 
 
 def test_an_empty_slice_fails_only_when_it_should_have_rows(
-    spark: SparkSession, lake: Settings
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     view = load_views()["funnel"]
     path = current_table_path(lake, view.name)
+    lake = gated_on(engine, lake)
     not_computed = validate_view_slice(spark, lake, view, path, END, END + timedelta(hours=1))
     assert not not_computed.success and not_computed.rows == 0
     assert failures(not_computed)["not_empty"].observed == 0
@@ -380,20 +413,21 @@ def test_a_bronze_slice_with_foreign_or_broken_events_fails(
 
 
 def test_a_gate_that_cannot_validate_fails(
-    spark: SparkSession, lake: Settings, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, lake: Settings, monkeypatch: pytest.MonkeyPatch, engine: str
 ) -> None:
     from great_expectations.core import ExpectationSuiteValidationResult
     from great_expectations.datasource.fluent.interfaces import Batch
 
     view = load_views()["page_traffic"]
-    missing = validate_view_frame(view_rows(spark, lake, view).drop("unique_users"), view,
-                                  START, END)
+    missing = validate_view_frame(on(engine, view_rows(spark, lake, view).drop("unique_users")),
+                                  view, START, END)
     assert not missing.success
     failed = failures(missing)
     assert failed["columns"].samples == ["unique_users"]
     assert failed["not_null:unique_users"].error and failed["range:unique_users"].error
 
-    no_table = validate_view_slice(spark, lake, view, f"{lake.lake.root}/nothing", START, END)
+    no_table = validate_view_slice(spark, gated_on(engine, lake), view,
+                                   f"{lake.lake.root}/nothing", START, END)
     assert not no_table.success and no_table.evaluated == 0
     assert "validation did not run" in (no_table.critical_failures[0].error or "")
 
@@ -401,7 +435,7 @@ def test_a_gate_that_cannot_validate_fails(
         raise RuntimeError("GX blew up")
 
     monkeypatch.setattr(Batch, "validate", boom)
-    raised = validate_view_frame(view_rows(spark, lake, view), view, START, END)
+    raised = validate_view_frame(on(engine, view_rows(spark, lake, view)), view, START, END)
     assert not raised.success and raised.evaluated == 0
     assert "GX blew up" in (raised.critical_failures[0].error or "")
 
@@ -412,7 +446,7 @@ def test_a_gate_that_cannot_validate_fails(
                         "unsuccessful_expectations": 0, "success_percent": None})
 
     monkeypatch.setattr(Batch, "validate", nothing)
-    vacuous = validate_view_frame(view_rows(spark, lake, view), view, START, END)
+    vacuous = validate_view_frame(on(engine, view_rows(spark, lake, view)), view, START, END)
     assert not vacuous.success and vacuous.evaluated == 0
     assert "no expectation was evaluated" in [o.error for o in vacuous.critical_failures]
 
