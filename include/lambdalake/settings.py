@@ -466,7 +466,8 @@ class ServingSettings(BaseModel):
         10, ge=1, description="schedule of the serving DAG (it also runs on batch publishes)"
     )
     late_rows_look_seconds: float = Field(
-        30.0, ge=0, description="/freshness looks for late rows waiting at most this often"
+        30.0, ge=0, description="/freshness answers from a look for late rows waiting at most"
+                          " this old (any process's)"
     )
     api_token: SecretStr | None = Field(
         None, description="bearer token the query API requires on every route but /health;"

@@ -23,18 +23,27 @@ The scan position, each view's published windows and the late files are kept in
 previous one and the few files that hold late events, whatever bronze's size. A duplicate
 of an event already counted is a row waiting too: recomputing its window changes nothing,
 and the count goes back to zero.
+
+Looks take turns (a lock file beside the state), and each saves its answer with the time
+it looked in ``late-rows-waiting.json``. ``LateArrivals.recent`` answers from that newest
+look of any process, so the query API's workers all report the same counts, and a look the
+restatement DAG made serves them too.
 """
 
 from __future__ import annotations
 
 import bisect
+import fcntl
 import json
 import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -48,6 +57,8 @@ from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.publication import read_publications
 
 STATE_FILE = "late-arrivals.json"
+ANSWER_FILE = "late-rows-waiting.json"
+LOCK_FILE = "late-arrivals.lock"
 
 
 @dataclass(frozen=True)
@@ -131,22 +142,44 @@ class LateArrivals:
         self.views = views
         self.bronze = settings.table_path(BRONZE_TABLE)
         self.state_file = settings.state_dir / "status" / STATE_FILE
-        self._lock = threading.Lock()
-        self._last: tuple[float, list[Waiting]] | None = None
+        self.answer_file = self.state_file.with_name(ANSWER_FILE)
+        self._parsed: tuple[tuple[int, int, int], dict[str, tuple[float, Waiting]]] | None = None
 
     def recent(self, max_age_seconds: float) -> list[Waiting]:
-        """``waiting()``, looked at again only when the last look is older than
-        ``max_age_seconds``: the API's ``/freshness`` is polled far more often (a benchmark
-        polls it every 50 ms) than late rows change, and a look costs about 0.1 s."""
-        with self._lock:
-            if self._last is None or time.monotonic() - self._last[0] > max_age_seconds:
-                self._last = (time.monotonic(), self.waiting())
-            return self._last[1]
+        """The answer of the newest look any process made, looked at again only when it is
+        older than ``max_age_seconds``: the API's ``/freshness`` is polled far more often (a
+        benchmark polls it every 50 ms) than late rows change, and a look costs about 0.1 s.
+        Sharing the look keeps the API's workers from contradicting each other."""
+        answer = self._answer_of_last_look(max_age_seconds)
+        if answer is None:
+            with self._turn():  # another process may have looked while this one waited
+                answer = self._answer_of_last_look(max_age_seconds)
+                if answer is None:
+                    answer = self._look()
+        return answer
 
     def waiting(self) -> list[Waiting]:
         """Per view, the published windows with rows waiting, oldest first."""
+        with self._turn():
+            return self._look()
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Holds the look's lock: looks of all processes and threads take turns, so each
+        starts from the previous one's state and no older answer replaces a newer one."""
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.state_file.with_name(LOCK_FILE), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _look(self) -> list[Waiting]:
         if not table_exists(self.bronze):
-            return [Waiting(view.name, []) for view in self.views]
+            answer = [Waiting(view.name, []) for view in self.views]
+            self._save_answer(answer)
+            return answer
         newest = table_version(self.bronze)
         scanned, before, late = self._load()
         published = {view.name: published_from(self.settings, view) for view in self.views}
@@ -162,7 +195,42 @@ class LateArrivals:
         late = [file for file in files.values()
                 if any(index.late_for(file) for index in indexes.values())]
         self._save(newest, published, late)
-        return [self._count(view, indexes[view.name], late) for view in self.views]
+        answer = [self._count(view, indexes[view.name], late) for view in self.views]
+        self._save_answer(answer)
+        return answer
+
+    def _answer_of_last_look(self, max_age_seconds: float) -> list[Waiting] | None:
+        """The saved answer for these views if every view's is at most ``max_age_seconds``
+        old (the file is parsed again only when it was replaced)."""
+        try:
+            stat = self.answer_file.stat()
+            identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            if self._parsed is None or self._parsed[0] != identity:
+                saved = json.loads(self.answer_file.read_text())
+                self._parsed = (identity, {
+                    view: (float(answer["looked_at"]),
+                           Waiting(view, [_window(w) for w in answer["windows"]]))
+                    for view, answer in saved.items()})
+        except (FileNotFoundError, ValueError, KeyError, TypeError):  # none yet, or unreadable
+            return None
+        answers = self._parsed[1]
+        oldest = time.time() - max_age_seconds
+        if any(answers.get(view.name, (-1.0,))[0] < oldest for view in self.views):
+            return None
+        return [answers[view.name][1] for view in self.views]
+
+    def _save_answer(self, answer: list[Waiting]) -> None:
+        """Writes this look's answer per view beside the state (a look of fewer views
+        keeps the others' answers as they were)."""
+        try:
+            saved = json.loads(self.answer_file.read_text())
+        except (FileNotFoundError, ValueError):
+            saved = {}
+        looked_at = time.time()
+        saved |= {w.view: {"looked_at": looked_at,
+                           "windows": [_plain(window) for window in w.windows]}
+                  for w in answer}
+        _replace(self.answer_file, saved)
 
     def _count(self, view: ViewDefinition, published: _PublishedWindows,
                late: list[AddedFile]) -> Waiting:
@@ -213,19 +281,12 @@ class LateArrivals:
 
     def _save(self, scanned_through: int, published: dict[str, dict[datetime, int]],
               late: list[AddedFile]) -> None:
-        def plain(file: AddedFile) -> dict[str, Any]:
-            return {key: value.isoformat() if isinstance(value, datetime) else value
-                    for key, value in asdict(file).items()}
-
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        written = self.state_file.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        written.write_text(json.dumps({
+        _replace(self.state_file, {
             "scanned_through": scanned_through,
             "published": {view: [[window.isoformat(), version]
                                  for window, version in sorted(windows.items())]
                           for view, windows in published.items()},
-            "late": [plain(file) for file in late]}))
-        written.replace(self.state_file)
+            "late": [_plain(file) for file in late]})
 
 
 class _PublishedWindows:
@@ -250,3 +311,22 @@ class _PublishedWindows:
 
 def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _plain(record: AddedFile | WaitingWindow) -> dict[str, Any]:
+    return {key: value.isoformat() if isinstance(value, datetime) else value
+            for key, value in asdict(record).items()}
+
+
+def _window(saved: dict[str, Any]) -> WaitingWindow:
+    return WaitingWindow(parse_utc(saved["window_start"]), int(saved["rows"]),
+                         int(saved["events"]), int(saved["computed_from"]),
+                         parse_utc(saved["waiting_since"]) if saved["waiting_since"] else None)
+
+
+def _replace(path: Path, content: dict[str, Any]) -> None:
+    """Writes ``content`` as ``path``'s JSON at once: a reader sees the old file or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    written.write_text(json.dumps(content))
+    written.replace(path)

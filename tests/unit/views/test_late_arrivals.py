@@ -79,6 +79,29 @@ def test_a_look_reads_only_the_commits_since_the_last_and_the_late_files(
     assert read == [(21, 22)]  # one new commit read, not bronze's 23
 
 
+def test_every_api_worker_answers_from_the_newest_look_of_any_process(
+    lake: Settings, views: list[ViewDefinition],
+) -> None:
+    """Two workers of the query API (two instances: nothing in memory is shared) must not
+    contradict each other after a restatement, whichever of them looked last."""
+    first_worker, second_worker = LateArrivals(lake, views), LateArrivals(lake, views)
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    publish_from(lake, first, 0)
+    late = arrive(lake, [("b", "page_view", 0.7), ("c", "purchase", 0.8)])
+    before = {"page_traffic": 1, "product_sales": 1}
+
+    def rows(worker: LateArrivals, max_age_seconds: float) -> dict[str, int]:
+        return {w.view: w.rows for w in worker.recent(max_age_seconds)}
+
+    assert rows(first_worker, 30) == before
+    publish_from(lake, late, 0)  # restated
+    assert rows(second_worker, 30) == before  # the first worker's look is recent enough
+    assert rows(second_worker, 0) == {"page_traffic": 0, "product_sales": 0}  # looks again
+    assert rows(first_worker, 30) == {"page_traffic": 0, "product_sales": 0}  # its look too
+    LateArrivals(lake, views[:1]).waiting()  # a look of one view: the other's stays as it was
+    assert rows(first_worker, 30) == {"page_traffic": 0, "product_sales": 0}
+
+
 def test_a_compaction_adds_no_late_rows(lake: Settings, views: list[ViewDefinition]) -> None:
     first = arrive(lake, [("a", "page_view", 0.5)])
     arrive(lake, [("b", "page_view", 0.6)])
