@@ -4,8 +4,8 @@ A batch view is a pure function of bronze: the interval's events (however late t
 arrived), one row per ``event_id`` (the first copy that reached Kafka), aggregated with the
 view's one definition. Bronze is read once per run at a pinned version and deduplicated
 once for all views. Each view's rows for [start, end) replace that slice of the view's
-current table (``replaceWhere``), so a re-run or a backfill replaces rows and never
-appends; every row carries its lineage (run id, bronze version, computed-at).
+current table in one commit (``write_slice``), so a re-run or a backfill replaces rows and
+never appends; every row carries its lineage (run id, bronze version, computed-at).
 
 View tables are partitioned by ``window_start``: runs for different intervals write
 disjoint partitions, so parallel backfills never conflict, and none of them touches bronze,
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import table_exists, table_version
+from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.reference import read_versions
@@ -34,6 +34,7 @@ from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.enrichment import as_of_event_time
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
@@ -125,11 +126,10 @@ def recompute_views(
     )
     try:
         return [
-            write_slice(spark, settings, view, start, end,
+            write_slice(settings, view, start, end,
                         with_lineage(aggregate_enriched(spark, settings, events, view,
                                                         (start, end)), run_id,
-                                     bronze_version)
-                        .repartition("window_start"),  # one file per hour partition
+                                     bronze_version),
                         bronze_version)
             for view in views
         ]
@@ -146,39 +146,38 @@ def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
 
 
 def write_slice(
-    spark: SparkSession, settings: Settings, view: ViewDefinition, start: datetime,
-    end: datetime, rows: DataFrame, bronze_version: int,
+    settings: Settings, view: ViewDefinition, start: datetime, end: datetime,
+    rows: DataFrame, bronze_version: int,
 ) -> SliceWritten:
     """Replace [start, end) of the view's current table with ``rows``.
 
-    If a full reprocess switched versions while this write ran, the slice is written again
-    into the version readers now use, so no switch can lose it.
+    An interval's aggregates are few (a row per window and dimension values), so they are
+    collected once and committed from this process with delta-rs: a Delta write on Spark
+    rebuilds the table's state from its log first (three Spark jobs, and one more to find
+    the files to replace), which cost more than the rows. delta-rs refuses a row outside
+    [start, end), as Spark's replaceWhere does. If a full reprocess switched versions while
+    this write ran, the slice is written again into the version readers now use, so no
+    switch can lose it.
     """
-    from pyspark import StorageLevel
-
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        count = rows.count()
-        while True:
-            version = current_version(settings, view.name)
-            path = settings.table_path(physical_table(view.name, version))
-            retry_on_conflict(functools.partial(replace_interval, rows, path, start, end))
-            if current_version(settings, view.name) == version:
-                return SliceWritten(view.name, start, end, count, bronze_version, version,
-                                    table_version(path))
-    finally:
-        rows.unpersist()
+    table = rows.toArrow()
+    while True:
+        version = current_version(settings, view.name)
+        path = settings.table_path(physical_table(view.name, version))
+        retry_on_conflict(functools.partial(replace_interval, table, path, start, end))
+        if current_version(settings, view.name) == version:
+            return SliceWritten(view.name, start, end, table.num_rows, bronze_version, version,
+                                table_version(path))
 
 
-def replace_interval(rows: DataFrame, path: str, start: datetime, end: datetime) -> None:
+def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
     """One Delta commit that swaps the table's rows in [start, end) for ``rows``."""
-    (
-        rows.write.format("delta").mode("overwrite")
-        .option("replaceWhere", f"window_start >= '{_sql_time(start)}' AND "
-                                f"window_start < '{_sql_time(end)}'")
-        .partitionBy("window_start")
-        .save(path)
-    )
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = delta_rs_uri(path)
+    predicate = (f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
+                 f"window_start < '{end.astimezone(UTC).isoformat()}'")
+    write_deltalake(uri, rows, mode="overwrite", partition_by=["window_start"],
+                    predicate=predicate if DeltaTable.is_deltatable(uri) else None)
 
 
 def build_version(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -231,13 +232,14 @@ def table_versions(settings: Settings) -> dict[str, int]:
 
 def slices_replaced(settings: Settings, day: date, since: dict[str, int]) -> list[str]:
     """The views with a commit after version ``since`` that replaced ``day``'s slice (the
-    scheduled run of another day may commit to the same tables meanwhile)."""
-    replaced, start = [], f"window_start >= '{day} 00:00:00'"
+    scheduled run of another day may commit to the same tables meanwhile): its predicate
+    starts at the day's midnight, in Spark's spelling or delta-rs' (``arrow_cast(...)``)."""
+    replaced, start = [], re.compile(rf"window_start >= \S*'{day}[T ]00:00:00")
     for name in load_views():
         table = DeltaTable(current_table_path(settings, name))
         new_commits = table.version() - since[name]
         if new_commits > 0 and any(
-            start in commit.get("operationParameters", {}).get("predicate", "")
+            start.search(commit.get("operationParameters", {}).get("predicate", ""))
             for commit in table.history(new_commits)
         ):
             replaced.append(name)
