@@ -171,13 +171,13 @@ def write_slice(
 
 def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
     """One Delta commit that swaps the table's rows in [start, end) for ``rows``."""
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
-    uri = delta_rs_uri(path)
-    predicate = (f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
-                 f"window_start < '{end.astimezone(UTC).isoformat()}'")
-    write_deltalake(uri, rows, mode="overwrite", partition_by=["window_start"],
-                    predicate=predicate if DeltaTable.is_deltatable(uri) else None)
+    # the predicate also on a table's first write (which creates it): a run that lost the
+    # race to create it must replace its interval only, not the other run's rows
+    write_deltalake(delta_rs_uri(path), rows, mode="overwrite", partition_by=["window_start"],
+                    predicate=f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
+                              f"window_start < '{end.astimezone(UTC).isoformat()}'")
 
 
 def build_version(
@@ -245,8 +245,3 @@ def switch_to(
 def _from_epoch(seconds: int) -> datetime:
     """Timestamps leave Spark as epoch seconds: its naive datetimes are in local time."""
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def _sql_time(moment: datetime) -> str:
-    """A UTC timestamp literal (the session time zone is UTC)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
