@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
+from lambdalake.jsonfile import replace_json
 from lambdalake.quality.gate import (
     SAMPLE_SIZE,
     pandas_batch_definition,
@@ -66,11 +67,7 @@ def _read_marks(settings: Settings) -> dict[str, Any]:
 
 
 def _write_marks(settings: Settings, marks: dict[str, Any]) -> None:
-    path = marks_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(marks, sort_keys=True))
-    temporary.replace(path)  # atomic: marks are never half written
+    replace_json(marks_path(settings), marks)
 
 
 def gated_until(settings: Settings) -> dict[str, dict[int, datetime]]:

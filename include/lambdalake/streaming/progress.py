@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lambdalake.jsonfile import replace_json
 from lambdalake.settings import Settings
 from lambdalake.timeutil import parse_utc
 
@@ -37,11 +38,7 @@ def read_status(settings: Settings, app: str) -> dict[str, Any] | None:
 
 
 def write_status(settings: Settings, app: str, document: dict[str, Any]) -> None:
-    path = status_path(settings, app)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(document, default=str))
-    partial.replace(path)  # readers never see half a file
+    replace_json(status_path(settings, app), document, default=str)
 
 
 def history_path(settings: Settings, app: str) -> Path:

@@ -35,18 +35,16 @@ from __future__ import annotations
 import bisect
 import fcntl
 import json
-import os
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from lambdalake.jsonfile import replace_json
 from lambdalake.lake.bookkeeping import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import AddedFile, files_added
@@ -230,7 +228,7 @@ class LateArrivals:
         saved |= {w.view: {"looked_at": looked_at,
                            "windows": [_plain(window) for window in w.windows]}
                   for w in answer}
-        _replace(self.answer_file, saved)
+        replace_json(self.answer_file, saved)
 
     def _count(self, view: ViewDefinition, published: _PublishedWindows,
                late: list[AddedFile]) -> Waiting:
@@ -281,7 +279,7 @@ class LateArrivals:
 
     def _save(self, scanned_through: int, published: dict[str, dict[datetime, int]],
               late: list[AddedFile]) -> None:
-        _replace(self.state_file, {
+        replace_json(self.state_file, {
             "scanned_through": scanned_through,
             "published": {view: [[window.isoformat(), version]
                                  for window, version in sorted(windows.items())]
@@ -322,11 +320,3 @@ def _window(saved: dict[str, Any]) -> WaitingWindow:
     return WaitingWindow(parse_utc(saved["window_start"]), int(saved["rows"]),
                          int(saved["events"]), int(saved["computed_from"]),
                          parse_utc(saved["waiting_since"]) if saved["waiting_since"] else None)
-
-
-def _replace(path: Path, content: dict[str, Any]) -> None:
-    """Writes ``content`` as ``path``'s JSON at once: a reader sees the old file or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    written.write_text(json.dumps(content))
-    written.replace(path)

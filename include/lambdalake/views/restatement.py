@@ -14,7 +14,6 @@ versions before and after, and the run id. Each cycle's findings are kept in
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lambdalake.jsonfile import replace_json
 from lambdalake.lake.bookkeeping import append_rows, read_rows
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc
@@ -135,16 +135,12 @@ def read_restatements(settings: Settings) -> list[dict[str, Any]]:
 def write_cycle_status(settings: Settings, waiting: list[Waiting], triggered: list[str],
                        now: datetime) -> None:
     """What the newest restatement cycle found and triggered (replaced atomically)."""
-    path = settings.state_dir / "status" / CYCLE_STATUS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_suffix(f".{os.getpid()}.tmp")
-    written.write_text(json.dumps({
+    replace_json(settings.state_dir / "status" / CYCLE_STATUS_FILE, {
         "looked_at": iso_utc(now), "triggered": triggered,
         "views": {w.view: {"rows": w.rows, "events": w.events, "windows": len(w.windows),
                            "oldest_window": w.oldest and iso_utc(w.oldest),
                            "waiting_since": w.waiting_since and iso_utc(w.waiting_since)}
-                  for w in waiting}}, indent=1))
-    written.replace(path)
+                  for w in waiting}})
 
 
 def read_cycle_status(settings: Settings) -> dict[str, Any] | None:
