@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -59,6 +60,10 @@ def arrow_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     filesystem, inner = pafs.FileSystem.from_uri(
         uri if uri.startswith("file:") or "://" in uri else Path(uri).resolve().as_uri())
     return filesystem, str(inner)
+
+
+UNREADABLE_FILE_BY_FILE = frozenset({"columnMapping", "deletionVectors"})
+"""Reader features that make a table's rows more than its data files' rows."""
 
 
 class FollowedTable:
@@ -113,8 +118,7 @@ class FollowedTable:
         (``to_pyarrow_dataset``) builds a statistics expression per file, 157 ms for a
         real-time table of 109 files, where a few files' fragments cost milliseconds."""
         assert self.table is not None, "refresh() first"
-        unreadable = {"columnMapping", "deletionVectors"} & set(
-            self.table.protocol().reader_features or ())
+        unreadable = UNREADABLE_FILE_BY_FILE & set(self.table.protocol().reader_features or ())
         if unreadable:  # file by file, these would read wrong rows: refuse
             raise DeltaProtocolError(f"{self.uri} uses {sorted(unreadable)}: not readable "
                                      "file by file")
@@ -135,6 +139,48 @@ def _partition_condition(values: dict[str, Any], schema: pa.Schema) -> pc.Expres
                   else pc.field(name) == pa.scalar(value, schema.field(name).type)
                   for name, value in values.items()]
     return functools.reduce(operator.and_, conditions, pc.scalar(True))
+
+
+LOCAL_READ_MAX_BYTES = 512 * 2**20
+"""``read_small_slice`` reads in the process no more than this much Parquet (the files its
+pruning kept): beyond it, a slice belongs on Spark whatever its row count."""
+
+FilePruning = list[tuple[str, str, Any]]
+"""delta-rs' tuple filters (``DeltaTable.file_uris``): on partition values, exact; on other
+columns, a file is skipped only if its min/max statistics rule it out."""
+
+
+def read_small_slice(
+    path: str, files: FilePruning, rows: pc.Expression, max_rows: int, *,
+    version: int | None = None, columns: list[str] | None = None,
+    without: Collection[str] = (),
+) -> pa.Table | None:
+    """The rows meeting ``rows`` of the table at ``path`` (at ``version``, default latest),
+    read with delta-rs in this process from the files ``files`` keeps; None if more than
+    ``max_rows`` rows meet it, those files hold more than ``LOCAL_READ_MAX_BYTES``, or the
+    table uses a feature its files alone do not express (``UNREADABLE_FILE_BY_FILE``).
+
+    For the gates' slices: a few thousand rows of an hour, for which planning a Spark query
+    on the table's log costs more than the work. ``columns`` (default all) but ``without``
+    keeps columns no check reads, such as a record's raw bytes, out of memory."""
+    table = DeltaTable(delta_rs_uri(path), version=version)
+    if UNREADABLE_FILE_BY_FILE & set(table.protocol().reader_features or ()):
+        return None  # Spark's: a dataset of the files would read wrong rows
+    dataset = table.to_pyarrow_dataset(file_pruning_predicate=files or None)
+    stored = sum(info.size for info in dataset.filesystem.get_file_info(dataset.files))
+    if stored > LOCAL_READ_MAX_BYTES or dataset.count_rows(filter=rows) > max_rows:
+        return None
+    kept = [c for c in columns or dataset.schema.names if c not in without]
+    return dataset.to_table(filter=rows, columns=kept)
+
+
+def count_slice(path: str, files: FilePruning, rows: pc.Expression) -> int:
+    """How many rows of the table at ``path`` meet ``rows``, counted with delta-rs in this
+    process from the files ``files`` keeps (reading only the columns ``rows`` names).
+    delta-rs refuses a table it cannot read this way (``DeltaProtocolError``)."""
+    dataset = DeltaTable(delta_rs_uri(path)).to_pyarrow_dataset(file_pruning_predicate=files
+                                                                or None)
+    return int(dataset.count_rows(filter=rows))
 
 
 def read_rows(path: str, schema: pa.Schema) -> list[dict[str, Any]]:

@@ -13,11 +13,14 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
+from lambdalake.lake.bookkeeping import count_slice, read_small_slice
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import Column, DataFrame, SparkSession
 
 BRONZE_TABLE = "bronze_events"
@@ -120,9 +123,7 @@ def read_bronze_interval(
     """
     from pyspark.sql import functions as F
 
-    if start.tzinfo is None or end.tzinfo is None:
-        raise ValueError("interval bounds must be timezone-aware")
-    start, end = start.astimezone(UTC), end.astimezone(UTC)  # event_date is the UTC date
+    start, end = _utc(start, end)  # event_date is the UTC date
     first_day: date = start.date()
     last_day: date = end.date()
     reader = spark.read.format("delta")
@@ -133,6 +134,22 @@ def read_bronze_interval(
         .where(F.col("event_date").between(F.lit(first_day), F.lit(last_day)))
         .where((F.col("occurred_at") >= F.lit(start)) & (F.col("occurred_at") < F.lit(end)))
     )
+
+
+def read_bronze_rows(
+    settings: Settings, start: datetime, end: datetime, max_rows: int, *,
+    version: int | None = None, columns: list[str] | None = None,
+) -> pa.Table | None:
+    """``read_bronze_interval``'s rows, read with delta-rs in this process, or None if there
+    are more than ``max_rows`` (``read_small_slice``). ``columns`` default: all but the
+    record's key and bytes, which no check reads."""
+    start, end = _utc(start, end)
+    return read_small_slice(
+        settings.table_path(BRONZE_TABLE),
+        [("event_date", ">=", start.date()), ("event_date", "<=", end.date()),
+         ("occurred_at", ">=", start), ("occurred_at", "<", end)],
+        _in("occurred_at", start, end), max_rows, version=version, columns=columns,
+        without=() if columns else ("key", "raw_value"))
 
 
 def compact_closed_partitions(spark: SparkSession, settings: Settings, before: date) -> int:
@@ -151,8 +168,7 @@ def _arrived_in(start: datetime, end: datetime) -> Column:
     """Records that reached Kafka in [start, end) (Kafka's timestamp is the arrival time)."""
     from pyspark.sql import functions as F
 
-    if start.tzinfo is None or end.tzinfo is None:
-        raise ValueError("interval bounds must be timezone-aware")
+    start, end = _utc(start, end)
     return (F.col("kafka_timestamp") >= F.lit(start)) & (F.col("kafka_timestamp") < F.lit(end))
 
 
@@ -168,17 +184,43 @@ def read_quarantine_arrivals(
             .where(_arrived_in(start, end)))
 
 
-def count_bronze_arrivals(
-    spark: SparkSession, settings: Settings, start: datetime, end: datetime,
-) -> int:
-    """How many valid records reached Kafka in [start, end). Ingest refuses event times more
-    than ``max_event_age_days`` before or ``max_future_skew_seconds`` after arrival, so only
-    those event dates are read (and Delta's file statistics skip most of them)."""
-    from pyspark.sql import functions as F
+def read_quarantine_rows(
+    settings: Settings, start: datetime, end: datetime, max_rows: int,
+) -> pa.Table | None:
+    """``read_quarantine_arrivals``' rows, read with delta-rs in this process, or None if
+    there are more than ``max_rows`` (``read_small_slice``)."""
+    start, end = _utc(start, end)
+    return read_small_slice(
+        settings.table_path(QUARANTINE_TABLE),
+        [("ingest_date", ">=", start.date()),
+         ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
+        _in("kafka_timestamp", start, end), max_rows)
 
+
+def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) -> int:
+    """How many valid records reached Kafka in [start, end), counted with delta-rs in this
+    process. Ingest refuses event times more than ``max_event_age_days`` before or
+    ``max_future_skew_seconds`` after arrival, so only those event dates are read, and the
+    files' Kafka-time statistics skip most of them."""
     policy = settings.ingest
-    oldest = (start - timedelta(days=policy.max_event_age_days)).astimezone(UTC).date()
-    newest = (end + timedelta(seconds=policy.max_future_skew_seconds)).astimezone(UTC).date()
-    return (spark.read.format("delta").load(settings.table_path(BRONZE_TABLE))
-            .where(F.col("event_date").between(F.lit(oldest), F.lit(newest)))
-            .where(_arrived_in(start, end)).count())
+    start, end = _utc(start, end)
+    oldest = (start - timedelta(days=policy.max_event_age_days)).date()
+    newest = (end + timedelta(seconds=policy.max_future_skew_seconds)).date()
+    return count_slice(
+        settings.table_path(BRONZE_TABLE),
+        [("event_date", ">=", oldest), ("event_date", "<=", newest),
+         ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
+        _in("kafka_timestamp", start, end))
+
+
+def _utc(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("interval bounds must be timezone-aware")
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+def _in(column: str, start: datetime, end: datetime) -> pc.Expression:
+    """Arrow's condition: ``column`` in [start, end)."""
+    import pyarrow.compute as pc
+
+    return (pc.field(column) >= start) & (pc.field(column) < end)

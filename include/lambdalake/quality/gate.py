@@ -92,14 +92,15 @@ _GX = threading.local()
 
 
 def validate_bronze_frame(
-    frame: DataFrame, start: datetime, end: datetime, *, require_rows: bool = False,
+    frame: DataFrame | pa.Table, start: datetime, end: datetime, *, require_rows: bool = False,
     contracts: ContractRegistry | None = None, views: dict[str, ViewDefinition] | None = None,
     began: float | None = None, row_count: RowBounds = NO_BOUNDS,
 ) -> GateResult:
-    """Validate a DataFrame of bronze rows as the slice [start, end)."""
+    """Validate bronze rows as the slice [start, end): a Spark DataFrame or Arrow rows
+    (``run_suite_on``)."""
     suite = bronze_suite(contracts, views, require_rows=require_rows)
-    return run_suite(frame, suite, layer="bronze", subject=BRONZE_TABLE, start=start, end=end,
-                     began=began, parameters=interval_parameters(start, end, row_count))
+    return run_suite_on(frame, suite, layer="bronze", subject=BRONZE_TABLE, start=start,
+                        end=end, began=began, parameters=interval_parameters(start, end, row_count))
 
 
 def validate_view_frame(
@@ -108,18 +109,29 @@ def validate_view_frame(
     began: float | None = None, row_count: RowBounds = NO_BOUNDS,
     orphan_max_share: float | None = None,
 ) -> GateResult:
-    """Validate ``view`` rows as its slice [start, end): a Spark DataFrame where it lives
-    (``run_suite``), rows held in memory (Arrow) without Spark (``run_suite_locally``)."""
-    import pyarrow as pa
-
+    """Validate ``view`` rows as its slice [start, end): a Spark DataFrame or Arrow rows
+    (``run_suite_on``)."""
     suite = view_suite(view, contracts, require_rows=require_rows)
-    run = run_suite_locally if isinstance(frame, pa.Table) else run_suite
-    return run(frame, suite, layer="batch", subject=view.name, start=start, end=end,
-               began=began, parameters=interval_parameters(
-                   start, end, row_count, orphan_max_share=orphan_max_share))
+    return run_suite_on(frame, suite, layer="batch", subject=view.name, start=start, end=end,
+                        began=began, parameters=interval_parameters(
+                            start, end, row_count, orphan_max_share=orphan_max_share))
 
 
 # --- running a suite ------------------------------------------------------------------------
+
+
+def run_suite_on(
+    frame: DataFrame | pa.Table, suite: gx.ExpectationSuite, *, layer: str, subject: str,
+    start: datetime, end: datetime, began: float | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> GateResult:
+    """``run_suite`` for a Spark DataFrame (validated where it lives), ``run_suite_locally``
+    for Arrow rows held in memory (validated without Spark); never raises."""
+    import pyarrow as pa
+
+    run = run_suite_locally if isinstance(frame, pa.Table) else run_suite
+    return run(frame, suite, layer=layer, subject=subject, start=start, end=end, began=began,
+               parameters=parameters)
 
 
 def run_suite(

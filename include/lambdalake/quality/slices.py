@@ -11,18 +11,22 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.lake.bookkeeping import read_small_slice
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
     count_bronze_arrivals,
     read_bronze_interval,
+    read_bronze_rows,
     read_quarantine_arrivals,
+    read_quarantine_rows,
 )
 from lambdalake.lake.reference import HISTORY_TABLE, read_history
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
-from lambdalake.quality.gate import run_suite, validate_bronze_frame, validate_view_frame
+from lambdalake.quality.gate import run_suite_on, validate_bronze_frame, validate_view_frame
 from lambdalake.quality.suites import (
     entity_suite,
     interval_parameters,
@@ -34,7 +38,6 @@ from lambdalake.settings import Settings
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -46,13 +49,18 @@ def validate_bronze_slice(
 ) -> GateResult:
     """Validate bronze's events in [start, end) (at table ``version``, default latest).
 
-    An empty bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate);
-    so is a row count outside ``row_count`` (``lambdalake.quality.baseline``).
+    A slice of up to ``quality.local_gate_max_rows`` rows is read with delta-rs and
+    validated in this process, a larger one on Spark (as ``validate_view_slice``). An empty
+    bronze slice is a warning unless ``require_rows`` (a dead hour is legitimate); so is a
+    row count outside ``row_count`` (``lambdalake.quality.baseline``).
     """
     _check_interval(start, end)
     began = time.monotonic()
     try:
-        frame = read_bronze_interval(spark, settings, start, end, version=version)
+        frame: pa.Table | DataFrame | None = read_bronze_rows(
+            settings, start, end, settings.quality.local_gate_max_rows, version=version)
+        if frame is None:
+            frame = read_bronze_interval(spark, settings, start, end, version=version)
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run("bronze", BRONZE_TABLE, start, end, error, began)
     return validate_bronze_frame(frame, start, end, require_rows=require_rows,
@@ -65,19 +73,24 @@ def validate_quarantine_slice(
 ) -> GateResult:
     """Validate the records quarantined among those that reached Kafka in [start, end),
     and their rate: at most ``quality.quarantine_max_rate`` of every record that arrived
-    then (bronze's and quarantine's, counted by Kafka time)."""
+    then (bronze's and quarantine's, counted by Kafka time). Read and validated in this
+    process up to ``quality.local_gate_max_rows`` quarantined records, else on Spark."""
     _check_interval(start, end)
     began = time.monotonic()
     try:
-        frame = read_quarantine_arrivals(spark, settings, start, end)
-        arrived = frame.count() + count_bronze_arrivals(spark, settings, start, end)
+        frame: pa.Table | DataFrame | None = read_quarantine_rows(
+            settings, start, end, settings.quality.local_gate_max_rows)
+        if frame is None:
+            frame = read_quarantine_arrivals(spark, settings, start, end)
+        quarantined = frame.num_rows if isinstance(frame, pa.Table) else frame.count()
+        arrived = quarantined + count_bronze_arrivals(settings, start, end)
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run("bronze", QUARANTINE_TABLE, start, end, error, began)
     parameters = interval_parameters(
         start, end, quarantine_max_rows=quarantine_max_rows(
             arrived, settings.quality.quarantine_max_rate))
-    return run_suite(frame, quarantine_suite(), layer="bronze", subject=QUARANTINE_TABLE,
-                     start=start, end=end, began=began, parameters=parameters)
+    return run_suite_on(frame, quarantine_suite(), layer="bronze", subject=QUARANTINE_TABLE,
+                        start=start, end=end, began=began, parameters=parameters)
 
 
 def validate_view_slice(
@@ -126,15 +139,12 @@ def read_view_rows(table_path: str, start: datetime, end: datetime, max_rows: in
                    ) -> pa.Table | None:
     """The rows of the view table at ``table_path`` whose window starts in [start, end),
     read with delta-rs (partitions pruned; no Spark); None if there are more than
-    ``max_rows`` (counted from the files' metadata)."""
+    ``max_rows`` (``read_small_slice``)."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    dataset = DeltaTable(delta_rs_uri(table_path)).to_pyarrow_dataset()
-    where = (pc.field("window_start") >= start) & (pc.field("window_start") < end)
-    if dataset.count_rows(filter=where) > max_rows:
-        return None
-    return dataset.to_table(filter=where)
+    return read_small_slice(
+        table_path, [("window_start", ">=", start), ("window_start", "<", end)],
+        (pc.field("window_start") >= start) & (pc.field("window_start") < end), max_rows)
 
 
 def validate_reference_history(
@@ -153,15 +163,20 @@ def validate_reference_history(
     if frame is None:
         return GateResult("reference", subject, start, end, success=True, critical_failures=[],
                           warnings=[], evaluated=0, rows=0, seconds=time.monotonic() - began)
-    return run_suite(frame, entity_suite(entity), layer="reference", subject=subject,
-                     start=start, end=end, began=began)
+    return run_suite_on(frame, entity_suite(entity), layer="reference", subject=subject,
+                        start=start, end=end, began=began)
 
 
 def bronze_event_types(
     spark: SparkSession, settings: Settings, start: datetime, end: datetime,
     version: int | None = None,
 ) -> set[str]:
-    """The event types bronze (at ``version``, default latest) has in [start, end)."""
+    """The event types bronze (at ``version``, default latest) has in [start, end): read
+    with delta-rs up to ``quality.local_gate_max_rows`` events, else on Spark."""
+    local = read_bronze_rows(settings, start, end, settings.quality.local_gate_max_rows,
+                             version=version, columns=["event_type"])
+    if local is not None:
+        return set(local.column("event_type").unique().to_pylist())
     events = read_bronze_interval(spark, settings, start, end, version=version)
     return {row["event_type"] for row in events.select("event_type").distinct().collect()}
 

@@ -8,7 +8,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -136,7 +136,13 @@ def did_not_run(layer: str, subject: str, start: datetime, end: datetime,
 
 
 def json_ready(value: Any) -> Any:
-    """JSON-ready: timestamps as ISO strings, decimals as strings, rows as dicts."""
+    """JSON-ready: timestamps as ISO strings, decimals as strings, rows as dicts.
+
+    A time-zone-aware timestamp (the local engine's pandas values) is written as its UTC
+    wall-clock time, as the Spark session (in UTC) returns timestamps: a sample reads the
+    same whichever engine validated the slice."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat()
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, Decimal):

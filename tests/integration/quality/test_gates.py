@@ -19,7 +19,14 @@ import pytest
 from lambdalake.contracts import ContractRegistry
 from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.validation import classify
-from lambdalake.lake.bronze import read_bronze_interval, write_micro_batch
+from lambdalake.lake.bronze import (
+    count_bronze_arrivals,
+    read_bronze_interval,
+    read_bronze_rows,
+    read_quarantine_arrivals,
+    read_quarantine_rows,
+    write_micro_batch,
+)
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.reference import HISTORY_TABLE
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
@@ -96,8 +103,8 @@ def view_rows(spark: SparkSession, lake: Settings, view: ViewDefinition) -> Data
 
 @pytest.fixture(params=["spark", "local"])
 def engine(request: pytest.FixtureRequest) -> str:
-    """Where a view gate validates: on Spark, or in this process (Arrow rows, GX's pandas
-    engine), as ``validate_view_slice`` chooses by the slice's size. Both must agree."""
+    """Where a gate validates: on Spark, or in this process (Arrow rows, GX's pandas engine),
+    as the ``validate_*_slice`` functions choose by the slice's size. Both must agree."""
     return str(request.param)
 
 
@@ -107,7 +114,8 @@ def on(engine: str, frame: DataFrame) -> Any:
 
 
 def gated_on(engine: str, lake: Settings) -> Settings:
-    """``lake`` with view slices validated on ``engine`` (every one of them, empty or not)."""
+    """``lake`` with bronze, quarantine and view slices validated on ``engine`` (on Spark:
+    every slice with rows; an empty one is read in this process either way)."""
     most = 0 if engine == "spark" else 10**9
     return lake.model_copy(update={"quality": lake.quality.model_copy(
         update={"local_gate_max_rows": most})})
@@ -153,7 +161,7 @@ def test_good_slices_pass_without_touching_the_network(
     spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     with no_network() as attempts:
-        bronze = validate_bronze_slice(spark, lake, START, END)
+        bronze = validate_bronze_slice(spark, gated_on(engine, lake), START, END)
         views = {name: validate_view_slice(spark, gated_on(engine, lake), view,
                                            current_table_path(lake, name), START, END)
                  for name, view in load_views().items()}
@@ -179,6 +187,35 @@ def test_a_view_slice_is_read_without_spark_up_to_the_local_gate_s_size(
     assert local is not None and local.num_rows == expected > 0
     assert read_view_rows(path, START, END, max_rows=expected - 1) is None  # Spark's then
     assert read_view_rows(path, END, END + timedelta(hours=1), max_rows=0).num_rows == 0
+
+
+def test_a_bronze_slice_and_its_arrivals_are_read_without_spark_as_spark_reads_them(
+    spark: SparkSession, lake: Settings
+) -> None:
+    from pyspark.sql import functions as F
+
+    max_rows = lake.quality.local_gate_max_rows
+    expected = read_bronze_interval(spark, lake, START, END)
+    local = read_bronze_rows(lake, START, END, max_rows=max_rows)
+    assert local is not None and local.num_rows == expected.count() > 500
+    assert sorted(local.column("offset").to_pylist()) == sorted(
+        row["offset"] for row in expected.select("offset").collect())
+    assert "raw_value" not in local.column_names and "event_date" in local.column_names
+    assert read_bronze_rows(lake, START, END, max_rows=local.num_rows - 1) is None  # Spark's
+    assert read_bronze_rows(lake, START, END, max_rows, columns=["event_type"]).column_names \
+        == ["event_type"]
+    arrival = START + timedelta(hours=3)  # when the fixture's records reached Kafka
+    bronze = spark.read.format("delta").load(lake.table_path("bronze_events"))
+    for start, end in [(arrival, arrival + timedelta(hours=1)), (START, END),
+                       (arrival - timedelta(minutes=30), arrival),  # the end is exclusive
+                       (arrival - timedelta(minutes=30), arrival + timedelta(microseconds=1))]:
+        arrived = bronze.where((F.col("kafka_timestamp") >= F.lit(start))
+                               & (F.col("kafka_timestamp") < F.lit(end))).count()
+        assert count_bronze_arrivals(lake, start, end) == arrived
+    quarantined = read_quarantine_rows(lake, arrival, arrival + timedelta(hours=1), max_rows)
+    assert quarantined is not None and quarantined.num_rows == read_quarantine_arrivals(
+        spark, lake, arrival, arrival + timedelta(hours=1)).count() > 0
+    assert count_bronze_arrivals(lake, arrival, arrival + timedelta(hours=1)) > 1000
 
 
 def test_bad_view_rows_fail_with_the_right_expectation_and_samples(
@@ -362,8 +399,9 @@ def test_an_empty_slice_fails_only_when_it_should_have_rows(
 
 
 def test_quarantine_is_gated_by_arrival_and_unusual_counts_are_warnings(
-    spark: SparkSession, lake: Settings
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
+    lake = gated_on(engine, lake)
     arrival = START + timedelta(hours=3)  # when the fixture's records reached Kafka
     quarantine = validate_quarantine_slice(spark, lake, arrival, arrival + timedelta(hours=1))
     assert (quarantine.layer, quarantine.subject) == ("bronze", "quarantine_events")
@@ -384,7 +422,7 @@ def test_quarantine_is_gated_by_arrival_and_unusual_counts_are_warnings(
 
 
 def test_a_bronze_slice_with_foreign_or_broken_events_fails(
-    spark: SparkSession, lake: Settings
+    spark: SparkSession, lake: Settings, engine: str
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -400,7 +438,7 @@ def test_a_bronze_slice_with_foreign_or_broken_events_fails(
     view = events.where("event_type = 'page_view'").orderBy("offset").limit(1)
     pageless = view.withColumn("page", F.lit(None).cast("string")).withColumn(
         "offset", F.col("offset") + 3 * 10**6)
-    result = validate_bronze_frame(bad.unionByName(pageless), START, END)
+    result = validate_bronze_frame(on(engine, bad.unionByName(pageless)), START, END)
     failed = failures(result)
     assert set(failed) == {"in_interval:occurred_at", "not_null:event_id",
                            "unique:topic,partition,offset", "not_null:page[page_view]"}, \

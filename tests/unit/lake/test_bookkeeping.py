@@ -1,16 +1,18 @@
-"""Following a Delta table with delta-rs: reading only the files a follower has not seen."""
+"""Reading Delta tables with delta-rs: following a table (only the files a follower has not
+seen), and a gate's small slice (only the files it may need)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake.bookkeeping import FollowedTable
+from lambdalake.lake.bookkeeping import FollowedTable, count_slice, read_small_slice
 
 TS = pa.timestamp("us", tz="UTC")
 KEY = [("window_start", "ascending"), ("page", "ascending"), ("n", "ascending")]
@@ -67,3 +69,52 @@ def test_a_follower_sees_that_a_newer_commit_exists_before_reading_it(tmp_path: 
     assert followed.moved()
     assert followed.refresh() == 1
     assert not followed.moved()
+
+
+def events(times: list[datetime], first: int) -> pa.Table:
+    return pa.table({"day": pa.array([t.date() for t in times], pa.date32()),
+                     "at": pa.array(times, TS),
+                     "n": pa.array(range(first, first + len(times)), pa.int64()),
+                     "raw": pa.array([b"x" * 100] * len(times), pa.binary())})
+
+
+def test_a_small_slice_is_read_whole_from_the_files_its_statistics_keep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are pruned by partition and by min/max statistics; rows on the interval's
+    bounds are in (start) or out (end) exactly; a slice too large is Spark's (None)."""
+    path = str(tmp_path / "t")
+    start, end = datetime(2026, 11, 20, 10, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
+    microsecond = timedelta(microseconds=1)
+    commits = [[start - timedelta(hours=2), start - microsecond],  # before: pruned
+               [start - microsecond, start, start + timedelta(minutes=5)],
+               [end - microsecond, end],
+               [end + timedelta(hours=1)],  # after: pruned
+               [start + timedelta(days=1)]]  # another day: pruned by partition
+    first = 0
+    for times in commits:
+        write_deltalake(path, events(times, first), mode="append", partition_by=["day"])
+        first += len(times)
+    files = [("day", ">=", start.date()), ("day", "<=", end.date()),
+             ("at", ">=", start), ("at", "<", end)]
+    inside = (pc.field("at") >= start) & (pc.field("at") < end)
+    assert len(DeltaTable(path).file_uris(file_pruning_predicate=files)) == 2
+
+    rows = read_small_slice(path, files, inside, max_rows=3, without=["raw"])
+    assert rows is not None and rows.column_names == ["day", "at", "n"]
+    assert sorted(rows.column("n").to_pylist()) == [3, 4, 5]
+    assert count_slice(path, files, inside) == 3
+    assert read_small_slice(path, files, inside, max_rows=2) is None
+    assert read_small_slice(path, [], inside, max_rows=3, columns=["n"]).num_rows == 3
+    at_version_one = read_small_slice(path, files, inside, max_rows=3, version=1)
+    assert at_version_one is not None and at_version_one.num_rows == 2
+    monkeypatch.setattr("lambdalake.lake.bookkeeping.LOCAL_READ_MAX_BYTES", 100)
+    assert read_small_slice(path, files, inside, max_rows=3) is None  # its files are larger
+
+
+def test_a_table_with_deletion_vectors_is_left_to_spark(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_deltalake(path, events([noon], 0),
+                    configuration={"delta.enableDeletionVectors": "true"})
+    assert read_small_slice(path, [], pc.field("n") >= 0, max_rows=10) is None

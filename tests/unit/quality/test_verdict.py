@@ -5,7 +5,13 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from lambdalake.quality.verdict import CRITICAL, ExpectationOutcome, GateResult, did_not_run
+from lambdalake.quality.verdict import (
+    CRITICAL,
+    ExpectationOutcome,
+    GateResult,
+    did_not_run,
+    json_ready,
+)
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -28,3 +34,13 @@ def test_only_a_gate_that_evaluated_its_suite_rejects_the_data() -> None:
     lost = did_not_run("batch", "page_traffic", START, END,
                        RuntimeError("the Spark Connect server is gone"), time.monotonic())
     assert not lost.success and not lost.data_failed
+
+
+def test_a_sample_timestamp_reads_the_same_from_either_engine() -> None:
+    """Spark (a session in UTC) returns naive UTC timestamps, the local engine aware ones."""
+    import pandas as pd
+
+    spark_value = datetime(2026, 11, 20, 11, 5)
+    pandas_value = pd.Timestamp("2026-11-20 12:05", tz="Europe/Berlin")
+    assert json_ready([spark_value, pandas_value, spark_value.replace(tzinfo=UTC)]) == [
+        "2026-11-20T11:05:00"] * 3
