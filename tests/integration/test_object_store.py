@@ -6,6 +6,8 @@ there beyond plain reads and writes (the whole platform on it: ``test_platform``
 - Spark's Delta commits there exclude each other across drivers too: the project's log
   store creates each commit file with a conditional put, and a commit that loses the race
   is refused (Delta then retries it as a conflict) instead of replacing the winner's.
+- A gate's small slice is read and counted with delta-rs there (no Spark), its files
+  pruned by partition and statistics.
 - A speed query's counted-event state lives beside its checkpoint on S3 and comes back
   whole after a restart: a shard moved to another host resumes it.
 """
@@ -24,7 +26,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
-from lambdalake.lake.bookkeeping import delta_rs_uri
+from lambdalake.lake.bookkeeping import count_slice, delta_rs_uri, read_small_slice
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.realtime import RealtimeTable
@@ -89,6 +91,27 @@ def test_concurrent_delta_rs_writers_of_one_table_lose_no_commit(lake: Settings)
     replay = RealtimeTable(lake, load_views()["page_traffic"])
     assert not replay.append(partials(0, 3), "speed-0", 3)  # a replayed batch: nothing
     assert DeltaTable(delta_rs_uri(replay.path)).version() == WRITERS * APPENDS - 1
+
+
+
+def test_a_gate_s_small_slice_is_read_and_counted_there_without_spark(lake: Settings) -> None:
+    """The gates' delta-rs reads (``read_small_slice``, ``count_slice``) on S3: files pruned
+    by partition and statistics, sizes known from the log, rows as written."""
+    import pyarrow.compute as pc
+    from deltalake import write_deltalake
+
+    path = lake.table_path("gate_slice")
+    hours = [NOON - timedelta(hours=1), NOON, NOON + timedelta(minutes=30), NOON + timedelta(hours=1)]
+    for n, at in enumerate(hours):  # a commit, and a file, per row
+        write_deltalake(delta_rs_uri(path), pa.table({
+            "day": pa.array([at.date()], pa.date32()), "at": pa.array([at], pa.timestamp("us", tz="UTC")),
+            "n": [n]}), mode="append", partition_by=["day"])
+    files = [("day", "=", NOON.date()), ("at", ">=", NOON), ("at", "<", NOON + timedelta(hours=1))]
+    inside = (pc.field("at") >= NOON) & (pc.field("at") < NOON + timedelta(hours=1))
+    rows = read_small_slice(path, files, inside, max_rows=2)
+    assert rows is not None and sorted(rows.column("n").to_pylist()) == [1, 2]
+    assert count_slice(path, files, inside) == 2
+    assert read_small_slice(path, files, inside, max_rows=1) is None
 
 
 def s3a_configuration(spark: SparkSession, lake: Settings) -> object:
