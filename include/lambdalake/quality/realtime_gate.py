@@ -30,18 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.jsonfile import replace_json
-from lambdalake.quality.gate import (
-    SAMPLE_SIZE,
-    pandas_batch_definition,
-    validate_in_two_passes,
-    with_derived_columns,
-)
+from lambdalake.quality.gate import SAMPLE_SIZE, run_suite_locally
 from lambdalake.quality.history import record
-from lambdalake.quality.suites import (
-    derived_columns,
-    realtime_parameters,
-    realtime_suite,
-)
+from lambdalake.quality.suites import realtime_parameters, realtime_suite
 from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import with_estimates
@@ -184,16 +175,10 @@ def validate_realtime(
     written_at = rows.column("updated_at")
     oldest, newest = pc.min(written_at).as_py(), pc.max(written_at).as_py()
     start, end = whole_seconds_around(oldest, newest)
-    try:
-        suite = realtime_suite(view, contracts)
-        frame = with_derived_columns(rows, derived_columns(suite))
-        critical, warnings, evaluated, validation = validate_in_two_passes(
-            pandas_batch_definition(), frame, suite, realtime_parameters(now, view),
-            sample_size)
-    except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
-        return did_not_run(LAYER, view.name, start, end, error, began)
-    _remember(settings, view, rows)
-    return GateResult(LAYER, view.name, start, end, success=not critical,
-                      critical_failures=critical, warnings=warnings, evaluated=evaluated,
-                      rows=rows.num_rows, seconds=time.monotonic() - began,
-                      validation=validation)
+    result = run_suite_locally(rows, realtime_suite(view, contracts), layer=LAYER,
+                               subject=view.name, start=start, end=end, began=began,
+                               sample_size=sample_size,
+                               parameters=realtime_parameters(now, view))
+    if result.success or result.data_failed:  # the suite was evaluated: these rows are gated
+        _remember(settings, view, rows)
+    return result

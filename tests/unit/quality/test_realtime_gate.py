@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lambdalake.quality import realtime_gate
+from lambdalake.quality import gate, realtime_gate
 from lambdalake.quality.history import read_results
 from lambdalake.quality.realtime_gate import gated_until, run_realtime_gates, validate_realtime
 from lambdalake.settings import Settings
@@ -129,7 +129,7 @@ def test_a_gate_that_did_not_run_fails_and_keeps_its_rows_for_the_next_round(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("GX blew up")
 
-    monkeypatch.setattr(realtime_gate, "validate_in_two_passes", broken)
+    monkeypatch.setattr(gate, "validate_in_two_passes", broken)
     result = validate_realtime(lake, page_traffic, now=NOW)
     assert result is not None and not result.success
     assert "GX blew up" in (result.critical_failures[0].error or "")
