@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Collection
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -178,9 +179,14 @@ def count_slice(path: str, files: FilePruning, rows: pc.Expression) -> int:
     """How many rows of the table at ``path`` meet ``rows``, counted with delta-rs in this
     process from the files ``files`` keeps (reading only the columns ``rows`` names).
     delta-rs refuses a table it cannot read this way (``DeltaProtocolError``)."""
-    dataset = DeltaTable(delta_rs_uri(path)).to_pyarrow_dataset(file_pruning_predicate=files
-                                                                or None)
-    return int(dataset.count_rows(filter=rows))
+    table = DeltaTable(delta_rs_uri(path))
+    return int(table.to_pyarrow_dataset(file_pruning_predicate=files or None)
+               .count_rows(filter=rows))
+
+
+def in_interval(column: str, start: datetime, end: datetime) -> pc.Expression:
+    """Arrow's condition on rows: ``column`` in [start, end)."""
+    return (pc.field(column) >= start) & (pc.field(column) < end)
 
 
 def read_rows(path: str, schema: pa.Schema) -> list[dict[str, Any]]:

@@ -13,14 +13,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import count_slice, read_small_slice
+from lambdalake.lake.bookkeeping import count_slice, in_interval, read_small_slice
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
     from pyspark.sql import Column, DataFrame, SparkSession
 
 BRONZE_TABLE = "bronze_events"
@@ -148,7 +147,7 @@ def read_bronze_rows(
         settings.table_path(BRONZE_TABLE),
         [("event_date", ">=", start.date()), ("event_date", "<=", end.date()),
          ("occurred_at", ">=", start), ("occurred_at", "<", end)],
-        _in("occurred_at", start, end), max_rows, version=version, columns=columns,
+        in_interval("occurred_at", start, end), max_rows, version=version, columns=columns,
         without=() if columns else ("key", "raw_value"))
 
 
@@ -194,7 +193,7 @@ def read_quarantine_rows(
         settings.table_path(QUARANTINE_TABLE),
         [("ingest_date", ">=", start.date()),
          ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
-        _in("kafka_timestamp", start, end), max_rows)
+        in_interval("kafka_timestamp", start, end), max_rows)
 
 
 def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) -> int:
@@ -210,17 +209,10 @@ def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) ->
         settings.table_path(BRONZE_TABLE),
         [("event_date", ">=", oldest), ("event_date", "<=", newest),
          ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
-        _in("kafka_timestamp", start, end))
+        in_interval("kafka_timestamp", start, end))
 
 
 def _utc(start: datetime, end: datetime) -> tuple[datetime, datetime]:
     if start.tzinfo is None or end.tzinfo is None:
         raise ValueError("interval bounds must be timezone-aware")
     return start.astimezone(UTC), end.astimezone(UTC)
-
-
-def _in(column: str, start: datetime, end: datetime) -> pc.Expression:
-    """Arrow's condition: ``column`` in [start, end)."""
-    import pyarrow.compute as pc
-
-    return (pc.field(column) >= start) & (pc.field(column) < end)

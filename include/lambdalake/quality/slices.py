@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import read_small_slice
+from lambdalake.lake.bookkeeping import in_interval, read_small_slice
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
@@ -140,11 +140,9 @@ def read_view_rows(table_path: str, start: datetime, end: datetime, max_rows: in
     """The rows of the view table at ``table_path`` whose window starts in [start, end),
     read with delta-rs (partitions pruned; no Spark); None if there are more than
     ``max_rows`` (``read_small_slice``)."""
-    import pyarrow.compute as pc
-
     return read_small_slice(
         table_path, [("window_start", ">=", start), ("window_start", "<", end)],
-        (pc.field("window_start") >= start) & (pc.field("window_start") < end), max_rows)
+        in_interval("window_start", start, end), max_rows)
 
 
 def validate_reference_history(
