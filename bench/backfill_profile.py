@@ -1,7 +1,7 @@
 """Where a backfill's time goes: a diagnostic beside the ``dag_runs`` benchmark (no goal and
 no baseline: it explains that benchmark's figure, it does not make one).
 
-    python -m bench.backfill_profile [--hours 12]
+    python -m bench.backfill_profile [--hours 12] [--pause lambdalake_serving]
 
 It brings up the benchmark's stack (batch tasks on the Spark Connect server), produces the
 hours' traffic, warms up with one hourly run, then backfills the hours two runs at a time
@@ -9,7 +9,8 @@ while it samples the CPU of every process on the machine by role (the Connect se
 kind of Spark step, Airflow's task processes, the scheduler, ...). It prints the CPU seconds
 per run of each role and, from Airflow's task instances, each task's mean duration and the
 mean gap before it (the scheduler's loop and a task's start). To see inside the server,
-start a JFR recording on it by hand (``jcmd <pid> JFR.start``).
+start a JFR recording on it by hand (``jcmd <pid> JFR.start``). ``--pause`` pauses other
+DAGs for the backfill (its runs' publishes trigger the serving DAG), to see what they cost.
 """
 
 from __future__ import annotations
@@ -123,7 +124,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hours", type=int, default=12, help="hourly runs to backfill")
-    hours = parser.parse_args().hours
+    parser.add_argument("--pause", action="append", default=[], metavar="DAG_ID",
+                        help="a DAG paused during the backfill (repeatable)")
+    arguments = parser.parse_args()
+    hours = arguments.hours
     start = first_hour(hours)
     with exported(stack_environment(start, "connect")):
         platform = Platform(Settings())
@@ -136,12 +140,15 @@ def main() -> None:
             client.unpause(DAG_ID)
             wait_until_idle(client)
             hourly_runs(client, [start])  # warms the server's JIT; replaced by the backfill
+            for dag_id in arguments.pause:
+                client.pause(dag_id)
             with CpuByRole() as cpu:
                 filled = backfill(client, start, hours)
             timeline = task_timeline(client)
         finally:
             platform.down()
-    print(f"\nbackfill: {filled}; sampled {cpu.wall:.0f} s")
+    paused = f", paused: {', '.join(arguments.pause)}" if arguments.pause else ""
+    print(f"\nbackfill: {filled}; sampled {cpu.wall:.0f} s{paused}")
     for name, seconds in cpu.seconds().most_common():
         print(f"  {name:40s} {seconds / hours:6.2f} CPU-s per run  "
               f"{seconds / cpu.wall:5.2f} cores")
