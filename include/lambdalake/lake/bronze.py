@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import count_slice, in_interval, read_small_slice
+from lambdalake.lake.bookkeeping import count_slice, in_interval, read_small_slice, table_exists
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
@@ -28,7 +28,6 @@ QUARANTINE_COLUMNS = [
     "topic", "partition", "offset", "kafka_timestamp", "key", "raw_value",
     "quarantine_reason", "quarantine_detail", "ingested_at", "ingest_date",
 ]
-
 
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 TABLE_PROPERTIES = {
@@ -187,10 +186,14 @@ def read_quarantine_rows(
     settings: Settings, start: datetime, end: datetime, max_rows: int,
 ) -> pa.Table | None:
     """``read_quarantine_arrivals``' rows, read with delta-rs in this process, or None if
-    there are more than ``max_rows`` (``read_small_slice``)."""
+    there are more than ``max_rows`` (``read_small_slice``). Ingest creates the table with
+    the first record it quarantines: until then every slice is empty."""
     start, end = _utc(start, end)
+    path = settings.table_path(QUARANTINE_TABLE)
+    if not table_exists(path):
+        return _no_quarantined_records()
     return read_small_slice(
-        settings.table_path(QUARANTINE_TABLE),
+        path,
         [("ingest_date", ">=", start.date()),
          ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
         in_interval("kafka_timestamp", start, end), max_rows)
@@ -216,3 +219,16 @@ def _utc(start: datetime, end: datetime) -> tuple[datetime, datetime]:
     if start.tzinfo is None or end.tzinfo is None:
         raise ValueError("interval bounds must be timezone-aware")
     return start.astimezone(UTC), end.astimezone(UTC)
+
+
+def _no_quarantined_records() -> pa.Table:
+    """A slice of no quarantined records, with ``QUARANTINE_COLUMNS`` as ingest writes them."""
+    import pyarrow as pa
+
+    moment = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+        ("kafka_timestamp", moment), ("key", pa.binary()), ("raw_value", pa.binary()),
+        ("quarantine_reason", pa.string()), ("quarantine_detail", pa.string()),
+        ("ingested_at", moment), ("ingest_date", pa.date32()),
+    ]).empty_table()
