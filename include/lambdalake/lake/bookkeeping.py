@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -146,20 +147,41 @@ LOCAL_READ_MAX_BYTES = 512 * 2**20
 """``read_small_slice`` reads in the process no more than this much Parquet (the files its
 pruning kept): beyond it, a slice belongs on Spark whatever its row count."""
 
-FilePruning = list[tuple[str, str, Any]]
+FilePruning = tuple[tuple[str, str, Any], ...]
 """delta-rs' tuple filters (``DeltaTable.file_uris``): on partition values, exact; on other
 columns, a file is skipped only if its min/max statistics rule it out."""
 
 
+@dataclass(frozen=True)
+class TimeSlice:
+    """The rows whose ``column`` is in [start, end), within the partitions ``partitions``
+    keeps (exact filters on partition columns, which the interval implies).
+
+    One interval gives both of delta-rs' conditions: the files to read (partitions, then
+    the files' min/max statistics of ``column``) and the rows to keep from them."""
+
+    column: str
+    start: datetime
+    end: datetime
+    partitions: FilePruning = ()
+
+    @property
+    def files(self) -> FilePruning:
+        return (*self.partitions, (self.column, ">=", self.start), (self.column, "<", self.end))
+
+    @property
+    def rows(self) -> pc.Expression:
+        return (pc.field(self.column) >= self.start) & (pc.field(self.column) < self.end)
+
+
 def read_small_slice(
-    path: str, files: FilePruning, rows: pc.Expression, max_rows: int, *,
-    version: int | None = None, columns: list[str] | None = None,
-    without: Collection[str] = (),
+    path: str, piece: TimeSlice, max_rows: int, *, version: int | None = None,
+    columns: list[str] | None = None, without: Collection[str] = (),
 ) -> pa.Table | None:
-    """The rows meeting ``rows`` of the table at ``path`` (at ``version``, default latest),
-    read with delta-rs in this process from the files ``files`` keeps; None if more than
-    ``max_rows`` rows meet it, those files hold more than ``LOCAL_READ_MAX_BYTES``, or the
-    table uses a feature its files alone do not express (``UNREADABLE_FILE_BY_FILE``).
+    """The rows of ``piece`` of the table at ``path`` (at ``version``, default latest), read
+    with delta-rs in this process from the files it may be in; None if it has more than
+    ``max_rows`` rows, those files hold more than ``LOCAL_READ_MAX_BYTES``, or the table
+    uses a feature its files alone do not express (``UNREADABLE_FILE_BY_FILE``).
 
     For the gates' slices: a few thousand rows of an hour, for which planning a Spark query
     on the table's log costs more than the work. ``columns`` (default all) but ``without``
@@ -167,26 +189,21 @@ def read_small_slice(
     table = DeltaTable(delta_rs_uri(path), version=version)
     if UNREADABLE_FILE_BY_FILE & set(table.protocol().reader_features or ()):
         return None  # Spark's: a dataset of the files would read wrong rows
-    dataset = table.to_pyarrow_dataset(file_pruning_predicate=files or None)
+    dataset = table.to_pyarrow_dataset(file_pruning_predicate=list(piece.files))
     stored = sum(info.size for info in dataset.filesystem.get_file_info(dataset.files))
-    if stored > LOCAL_READ_MAX_BYTES or dataset.count_rows(filter=rows) > max_rows:
+    if stored > LOCAL_READ_MAX_BYTES or dataset.count_rows(filter=piece.rows) > max_rows:
         return None
     kept = [c for c in columns or dataset.schema.names if c not in without]
-    return dataset.to_table(filter=rows, columns=kept)
+    return dataset.to_table(filter=piece.rows, columns=kept)
 
 
-def count_slice(path: str, files: FilePruning, rows: pc.Expression) -> int:
-    """How many rows of the table at ``path`` meet ``rows``, counted with delta-rs in this
-    process from the files ``files`` keeps (reading only the columns ``rows`` names).
-    delta-rs refuses a table it cannot read this way (``DeltaProtocolError``)."""
+def count_slice(path: str, piece: TimeSlice) -> int:
+    """How many rows of ``piece`` the table at ``path`` has, counted with delta-rs in this
+    process from the files it may be in (reading only ``piece.column``). delta-rs refuses
+    a table it cannot read this way (``DeltaProtocolError``)."""
     table = DeltaTable(delta_rs_uri(path))
-    return int(table.to_pyarrow_dataset(file_pruning_predicate=files or None)
-               .count_rows(filter=rows))
-
-
-def in_interval(column: str, start: datetime, end: datetime) -> pc.Expression:
-    """Arrow's condition on rows: ``column`` in [start, end)."""
-    return (pc.field(column) >= start) & (pc.field(column) < end)
+    return int(table.to_pyarrow_dataset(file_pruning_predicate=list(piece.files))
+               .count_rows(filter=piece.rows))
 
 
 def read_rows(path: str, schema: pa.Schema) -> list[dict[str, Any]]:

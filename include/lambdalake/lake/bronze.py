@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import count_slice, in_interval, read_small_slice, table_exists
+from lambdalake.lake.bookkeeping import TimeSlice, count_slice, read_small_slice, table_exists
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
@@ -144,9 +144,9 @@ def read_bronze_rows(
     start, end = _utc(start, end)
     return read_small_slice(
         settings.table_path(BRONZE_TABLE),
-        [("event_date", ">=", start.date()), ("event_date", "<=", end.date()),
-         ("occurred_at", ">=", start), ("occurred_at", "<", end)],
-        in_interval("occurred_at", start, end), max_rows, version=version, columns=columns,
+        TimeSlice("occurred_at", start, end, partitions=(
+            ("event_date", ">=", start.date()), ("event_date", "<=", end.date()))),
+        max_rows, version=version, columns=columns,
         without=() if columns else ("key", "raw_value"))
 
 
@@ -193,10 +193,9 @@ def read_quarantine_rows(
     if not table_exists(path):
         return _no_quarantined_records()
     return read_small_slice(
-        path,
-        [("ingest_date", ">=", start.date()),
-         ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
-        in_interval("kafka_timestamp", start, end), max_rows)
+        path, TimeSlice("kafka_timestamp", start, end,
+                        partitions=(("ingest_date", ">=", start.date()),)),
+        max_rows)
 
 
 def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) -> int:
@@ -210,9 +209,8 @@ def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) ->
     newest = (end + timedelta(seconds=policy.max_future_skew_seconds)).date()
     return count_slice(
         settings.table_path(BRONZE_TABLE),
-        [("event_date", ">=", oldest), ("event_date", "<=", newest),
-         ("kafka_timestamp", ">=", start), ("kafka_timestamp", "<", end)],
-        in_interval("kafka_timestamp", start, end))
+        TimeSlice("kafka_timestamp", start, end, partitions=(
+            ("event_date", ">=", oldest), ("event_date", "<=", newest))))
 
 
 def _utc(start: datetime, end: datetime) -> tuple[datetime, datetime]:

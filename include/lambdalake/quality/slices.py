@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import in_interval, read_small_slice
+from lambdalake.lake.bookkeeping import TimeSlice, read_small_slice
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
@@ -140,9 +140,7 @@ def read_view_rows(table_path: str, start: datetime, end: datetime, max_rows: in
     """The rows of the view table at ``table_path`` whose window starts in [start, end),
     read with delta-rs (partitions pruned; no Spark); None if there are more than
     ``max_rows`` (``read_small_slice``)."""
-    return read_small_slice(
-        table_path, [("window_start", ">=", start), ("window_start", "<", end)],
-        in_interval("window_start", start, end), max_rows)
+    return read_small_slice(table_path, TimeSlice("window_start", start, end), max_rows)
 
 
 def validate_reference_history(

@@ -7,12 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake.bookkeeping import FollowedTable, count_slice, read_small_slice
+from lambdalake.lake.bookkeeping import FollowedTable, TimeSlice, count_slice, read_small_slice
 
 TS = pa.timestamp("us", tz="UTC")
 KEY = [("window_start", "ascending"), ("page", "ascending"), ("n", "ascending")]
@@ -95,21 +94,20 @@ def test_a_small_slice_is_read_whole_from_the_files_its_statistics_keep(
     for times in commits:
         write_deltalake(path, events(times, first), mode="append", partition_by=["day"])
         first += len(times)
-    files = [("day", ">=", start.date()), ("day", "<=", end.date()),
-             ("at", ">=", start), ("at", "<", end)]
-    inside = (pc.field("at") >= start) & (pc.field("at") < end)
-    assert len(DeltaTable(path).file_uris(file_pruning_predicate=files)) == 2
+    inside = TimeSlice("at", start, end,
+                       partitions=(("day", ">=", start.date()), ("day", "<=", end.date())))
+    assert len(DeltaTable(path).file_uris(file_pruning_predicate=list(inside.files))) == 2
 
-    rows = read_small_slice(path, files, inside, max_rows=3, without=["raw"])
+    rows = read_small_slice(path, inside, max_rows=3, without=["raw"])
     assert rows is not None and rows.column_names == ["day", "at", "n"]
     assert sorted(rows.column("n").to_pylist()) == [3, 4, 5]
-    assert count_slice(path, files, inside) == 3
-    assert read_small_slice(path, files, inside, max_rows=2) is None
-    assert read_small_slice(path, [], inside, max_rows=3, columns=["n"]).num_rows == 3
-    at_version_one = read_small_slice(path, files, inside, max_rows=3, version=1)
+    assert count_slice(path, inside) == 3
+    assert read_small_slice(path, inside, max_rows=2) is None
+    assert read_small_slice(path, inside, max_rows=3, columns=["n"]).column_names == ["n"]
+    at_version_one = read_small_slice(path, inside, max_rows=3, version=1)
     assert at_version_one is not None and at_version_one.num_rows == 2
     monkeypatch.setattr("lambdalake.lake.bookkeeping.LOCAL_READ_MAX_BYTES", 100)
-    assert read_small_slice(path, files, inside, max_rows=3) is None  # its files are larger
+    assert read_small_slice(path, inside, max_rows=3) is None  # its files are larger
 
 
 def test_a_table_with_deletion_vectors_is_left_to_spark(tmp_path: Path) -> None:
@@ -117,4 +115,5 @@ def test_a_table_with_deletion_vectors_is_left_to_spark(tmp_path: Path) -> None:
     noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
     write_deltalake(path, events([noon], 0),
                     configuration={"delta.enableDeletionVectors": "true"})
-    assert read_small_slice(path, [], pc.field("n") >= 0, max_rows=10) is None
+    day = TimeSlice("at", noon - timedelta(hours=12), noon + timedelta(hours=12))
+    assert read_small_slice(path, day, max_rows=10) is None
