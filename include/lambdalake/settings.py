@@ -374,6 +374,10 @@ class BatchSettings(BaseModel):
         12.0, gt=0, description="give up waiting for ingest after this long"
     )
     task_timeout_minutes: int = Field(60, ge=1, description="timeout of each Spark task")
+    views_at_once: int = Field(
+        5, ge=1, description="views a run's compute step recomputes at the same time (Spark "
+        "jobs of one session; each collects its slice's aggregates into the step's memory)"
+    )
     retries: int = Field(2, ge=0, description="retries of each task, with exponential back-off")
     retry_delay_seconds: int = Field(
         30, ge=20, description="delay before a task's first retry (doubling, up to 10 min); at "

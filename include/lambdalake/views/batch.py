@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -112,7 +113,12 @@ def recompute_views(
     spark: SparkSession, settings: Settings, views: Sequence[ViewDefinition], start: datetime,
     end: datetime, run_id: str,
 ) -> list[SliceWritten]:
-    """Replace every view's slice [start, end) with a fresh computation from bronze."""
+    """Replace every view's slice [start, end) with a fresh computation from bronze.
+
+    The views run at the same time (``batch.views_at_once``), on one cache of the
+    interval's deduplicated events: an hour's Spark jobs are short, so one at a time leaves
+    the server mostly waiting on planning and commits. Each view's write is its own commit,
+    as before; a failed view fails the step, and its retry rewrites every slice."""
     from pyspark import StorageLevel
 
     for view in views:
@@ -124,15 +130,15 @@ def recompute_views(
         first_copies(events.select(*sorted({*columns, "event_id", *KAFKA_ORDER})))
         .select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     )
+
+    def recompute(view: ViewDefinition) -> SliceWritten:
+        rows = aggregate_enriched(spark, settings, events, view, (start, end))
+        return write_slice(settings, view, start, end,
+                           with_lineage(rows, run_id, bronze_version), bronze_version)
+
     try:
-        return [
-            write_slice(settings, view, start, end,
-                        with_lineage(aggregate_enriched(spark, settings, events, view,
-                                                        (start, end)), run_id,
-                                     bronze_version),
-                        bronze_version)
-            for view in views
-        ]
+        with ThreadPoolExecutor(settings.batch.views_at_once, "recompute") as pool:
+            return list(pool.map(recompute, views))
     finally:
         events.unpersist()
 
