@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -152,6 +152,33 @@ FilePruning = tuple[tuple[str, str, Any], ...]
 columns, a file is skipped only if its min/max statistics rule it out."""
 
 
+class Slice(Protocol):
+    """Some rows of a table, as delta-rs reads them: the files they may be in, and the
+    condition on rows that keeps them."""
+
+    @property
+    def files(self) -> FilePruning: ...
+
+    @property
+    def rows(self) -> pc.Expression: ...
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Every row of the partition ``column`` = ``value``."""
+
+    column: str
+    value: Any
+
+    @property
+    def files(self) -> FilePruning:
+        return ((self.column, "=", self.value),)
+
+    @property
+    def rows(self) -> pc.Expression:
+        return pc.field(self.column) == self.value
+
+
 @dataclass(frozen=True)
 class TimeSlice:
     """The rows whose ``column`` is in [start, end), within the partitions ``partitions``
@@ -175,7 +202,7 @@ class TimeSlice:
 
 
 def read_small_slice(
-    path: str, piece: TimeSlice, max_rows: int, *, version: int | None = None,
+    path: str, piece: Slice, max_rows: int, *, version: int | None = None,
     columns: list[str] | None = None, without: Collection[str] = (),
 ) -> pa.Table | None:
     """The rows of ``piece`` of the table at ``path`` (at ``version``, default latest), read
@@ -197,10 +224,10 @@ def read_small_slice(
     return dataset.to_table(filter=piece.rows, columns=kept)
 
 
-def count_slice(path: str, piece: TimeSlice) -> int:
+def count_slice(path: str, piece: Slice) -> int:
     """How many rows of ``piece`` the table at ``path`` has, counted with delta-rs in this
-    process from the files it may be in (reading only ``piece.column``). delta-rs refuses
-    a table it cannot read this way (``DeltaProtocolError``)."""
+    process from the files it may be in (reading only the columns its condition names).
+    delta-rs refuses a table it cannot read this way (``DeltaProtocolError``)."""
     table = DeltaTable(delta_rs_uri(path))
     return int(table.to_pyarrow_dataset(file_pruning_predicate=list(piece.files))
                .count_rows(filter=piece.rows))

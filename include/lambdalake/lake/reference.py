@@ -29,12 +29,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts import EntityRegistry
-from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
+from lambdalake.lake.bookkeeping import Partition, delta_rs_uri, read_small_slice, table_exists
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS, with_ingest_time
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 CHANGES_TABLE = "reference_changes"
@@ -143,6 +144,13 @@ def read_history(spark: SparkSession, settings: Settings, entity: str) -> DataFr
     if not table_exists(path):
         return None
     return spark.read.format("delta").load(path).where(F.col("entity") == entity)
+
+
+def read_history_rows(settings: Settings, entity: str, max_rows: int) -> pa.Table | None:
+    """``read_history``'s rows of an existing history, read with delta-rs in this process,
+    or None if there are more than ``max_rows`` (``read_small_slice``)."""
+    return read_small_slice(settings.table_path(HISTORY_TABLE), Partition("entity", entity),
+                            max_rows)
 
 
 def read_current(spark: SparkSession, settings: Settings, entity: str) -> DataFrame:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import TimeSlice, read_small_slice
+from lambdalake.lake.bookkeeping import TimeSlice, read_small_slice, table_exists
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
@@ -24,7 +24,7 @@ from lambdalake.lake.bronze import (
     read_quarantine_arrivals,
     read_quarantine_rows,
 )
-from lambdalake.lake.reference import HISTORY_TABLE, read_history
+from lambdalake.lake.reference import HISTORY_TABLE, read_history, read_history_rows
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.gate import run_suite_on, validate_bronze_frame, validate_view_frame
 from lambdalake.quality.suites import (
@@ -148,12 +148,17 @@ def validate_reference_history(
 ) -> GateResult:
     """Validate ``entity``'s whole history (``entity_suite``), recorded for the run's
     interval [start, end): the enriched views of that interval join it. Before any change
-    of the entity arrived there is nothing to validate: a passed gate of no rows."""
+    of the entity arrived there is nothing to validate: a passed gate of no rows. Read and
+    validated in this process up to ``quality.local_gate_max_rows`` versions, else on Spark."""
     _check_interval(start, end)
     began = time.monotonic()
     subject = f"{HISTORY_TABLE}:{entity}"
     try:
-        frame = read_history(spark, settings, entity)
+        frame: pa.Table | DataFrame | None = None
+        if table_exists(settings.table_path(HISTORY_TABLE)):
+            frame = read_history_rows(settings, entity, settings.quality.local_gate_max_rows)
+            if frame is None:
+                frame = read_history(spark, settings, entity)
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run("reference", subject, start, end, error, began)
     if frame is None:

@@ -114,8 +114,9 @@ def on(engine: str, frame: DataFrame) -> Any:
 
 
 def gated_on(engine: str, lake: Settings) -> Settings:
-    """``lake`` with bronze, quarantine and view slices validated on ``engine`` (on Spark:
-    every slice with rows; an empty one is read in this process either way)."""
+    """``lake`` with bronze, quarantine, view and reference history slices validated on
+    ``engine`` (on Spark: every slice with rows; an empty one is read in this process
+    either way)."""
     most = 0 if engine == "spark" else 10**9
     return lake.model_copy(update={"quality": lake.quality.model_copy(
         update={"local_gate_max_rows": most})})
@@ -337,10 +338,10 @@ def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
 
 
 def test_an_entity_s_history_is_gated_for_overlaps_open_versions_and_its_contract(
-    spark: SparkSession, lake: Settings, tmp_path: Path
+    spark: SparkSession, lake: Settings, tmp_path: Path, engine: str
 ) -> None:
-    reference = lake.model_copy(update={"lake": lake.lake.model_copy(
-        update={"root": str(tmp_path)})})
+    reference = gated_on(engine, lake.model_copy(update={"lake": lake.lake.model_copy(
+        update={"root": str(tmp_path)})}))
     assert validate_reference_history(spark, reference, "product", START, END).rows == 0
     day = datetime(2026, 11, 19, tzinfo=UTC).replace(tzinfo=None)
     later, latest = day + timedelta(hours=5), day + timedelta(hours=9)

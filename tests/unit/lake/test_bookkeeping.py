@@ -11,7 +11,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake.bookkeeping import FollowedTable, TimeSlice, count_slice, read_small_slice
+from lambdalake.lake.bookkeeping import (
+    FollowedTable,
+    Partition,
+    TimeSlice,
+    count_slice,
+    read_small_slice,
+)
 
 TS = pa.timestamp("us", tz="UTC")
 KEY = [("window_start", "ascending"), ("page", "ascending"), ("n", "ascending")]
@@ -102,6 +108,7 @@ def test_a_small_slice_is_read_whole_from_the_files_its_statistics_keep(
     assert rows is not None and rows.column_names == ["day", "at", "n"]
     assert sorted(rows.column("n").to_pylist()) == [3, 4, 5]
     assert count_slice(path, inside) == 3
+    assert count_slice(path, Partition("day", start.date())) == 8  # all but the next day's
     assert read_small_slice(path, inside, max_rows=2) is None
     assert read_small_slice(path, inside, max_rows=3, columns=["n"]).column_names == ["n"]
     at_version_one = read_small_slice(path, inside, max_rows=3, version=1)
