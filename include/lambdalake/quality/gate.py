@@ -187,11 +187,28 @@ def run_suite_locally(
         critical, warnings, evaluated, validation = validate_in_two_passes(
             pandas_batch_definition(), frame, suite,
             parameters or interval_parameters(start, end), sample_size)
+        for result in validation.results:
+            result.result = python_numbers(result.result)
     except Exception as error:  # noqa: BLE001 - a gate reports what it could not do, never raises
         return did_not_run(layer, subject, start, end, error, began)
     return GateResult(layer, subject, start, end, success=not critical,
                       critical_failures=critical, warnings=warnings, evaluated=evaluated,
                       rows=rows.num_rows, seconds=time.monotonic() - began, validation=validation)
+
+
+def python_numbers(value: Any) -> Any:
+    """``value`` with numpy's numbers (in dicts and lists) as Python's. GX's pandas engine
+    observes numpy scalars, which GX's Data Docs renderer cannot format under numpy 2 (it
+    parses ``repr``: 'np.float64(1.0)'); the page then showed an error for the value."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {key: python_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [python_numbers(item) for item in value]
+    if isinstance(value, np.number | np.bool_):
+        return value.item()
+    return value
 
 
 def with_derived_columns(rows: pa.Table, derived: dict[str, str]) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +57,31 @@ def test_a_rendered_page_loads_nothing_from_the_network(validation: Any) -> None
     assert LOADED.findall(offline) == []
     assert 'src="../assets/jquery@3.7.1/dist/jquery.min.js"' in offline
     assert "integrity=" not in offline
+
+
+def test_a_locally_validated_gate_s_observed_numbers_render_on_its_page(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GX's pandas engine observes numpy numbers; its page renderer formats Python's."""
+    import great_expectations as gx
+    import pyarrow as pa
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+    from great_expectations.render.view import DefaultJinjaPageView
+
+    from lambdalake.quality.gate import run_suite_locally
+
+    suite = gx.ExpectationSuite("view_funnel", expectations=[
+        gx.expectations.ExpectColumnMaxToBeBetween(column="_orphan_share", max_value=0.2,
+                                                   meta={"check": "orphan_rate"})])
+    result = run_suite_locally(pa.table({"_orphan_share": [0.25, 0.75]}), suite,
+                               layer="batch", subject="funnel", start=HOUR,
+                               end=HOUR.replace(hour=11))
+    assert result.critical_failures[0].observed == 0.75
+    with caplog.at_level(logging.ERROR, logger="great_expectations"):
+        html = DefaultJinjaPageView().render(
+            ValidationResultsPageRenderer().render(result.validation))
+    assert [r.getMessage()[:60] for r in caplog.records] == []
+    assert "0.75" in html
 
 
 def test_an_asset_that_is_not_vendored_is_refused() -> None:
