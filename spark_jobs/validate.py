@@ -30,8 +30,9 @@ import argparse
 import functools
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from lambdalake.settings import Settings, get_settings
 
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         validate_reference_history,
         validate_view_slice,
     )
-    from lambdalake.spark import task_session
+    from lambdalake.spark import SessionOnFirstUse, task_session
     from lambdalake.views.catalog import current_table_path
 
     history = read_results(settings)
@@ -128,7 +129,9 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                       row_count=usual("batch", name), bronze_types=bronze_types)
 
     failed: list[GateResult] = []
-    with task_session(f"validate-{args.layer}", settings, GATE_SPARK_CONF) as spark:
+    with ExitStack() as stack:  # a session only if a slice is too large for the step
+        spark = cast("SparkSession", SessionOnFirstUse(functools.partial(
+            task_session, f"validate-{args.layer}", settings, GATE_SPARK_CONF), stack))
         for result in gates(spark):
             print(result.report(), flush=True)
             record(result, settings, run_id=args.run_id)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from lambdalake.settings import Settings, get_settings
@@ -167,6 +167,28 @@ def task_session(
                 session.stop()  # releases the server-side session: views, cache, settings
             except Exception:  # noqa: BLE001 - must not hide the task's own error
                 pass
+
+
+class SessionOnFirstUse:
+    """Stands for the session ``open_session`` opens, and opens it on first use (an
+    attribute read), in ``stack``, which closes it. For a step that may need no Spark at
+    all: a gate step whose slices were all read with delta-rs costs no session on the
+    Connect server (or, with ``spark.batch_tasks=driver``, no driver JVM)."""
+
+    def __init__(self, open_session: Callable[[], AbstractContextManager[SparkSession]],
+                 stack: ExitStack) -> None:
+        self._open_session = open_session
+        self._stack = stack
+        self._session: SparkSession | None = None
+
+    @property
+    def opened(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._session is None:
+            self._session = self._stack.enter_context(self._open_session())
+        return getattr(self._session, name)
 
 
 def server_address(remote: str) -> tuple[str, int]:

@@ -1,11 +1,20 @@
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from lambdalake.settings import Settings
-from lambdalake.spark import SparkConnectUnavailable, session_conf, spark_conf, wait_for_server
+from lambdalake.spark import (
+    SessionOnFirstUse,
+    SparkConnectUnavailable,
+    session_conf,
+    spark_conf,
+    wait_for_server,
+)
 from tests.support.spark_settings import settings_with_jars
 
 
@@ -79,3 +88,23 @@ def test_a_task_fails_clearly_when_no_connect_server_answers_in_time() -> None:
     assert 1 <= time.monotonic() - started < 5
     with pytest.raises(ValueError, match="expected sc://host:port"):
         wait_for_server("http://127.0.0.1:15002", timeout=1)
+
+
+def test_a_session_on_first_use_opens_once_when_used_and_closes_with_its_stack() -> None:
+    events: list[str] = []
+
+    @contextmanager
+    def session() -> Iterator[SimpleNamespace]:
+        events.append("opened")
+        yield SimpleNamespace(read="a reader")
+        events.append("closed")
+
+    with ExitStack() as stack:
+        unused = SessionOnFirstUse(session, stack)
+    assert events == [] and not unused.opened
+
+    with ExitStack() as stack:
+        used = SessionOnFirstUse(session, stack)
+        assert (used.read, used.read) == ("a reader", "a reader")
+        assert used.opened and events == ["opened"]
+    assert events == ["opened", "closed"]

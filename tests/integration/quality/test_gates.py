@@ -550,6 +550,29 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
                              ("batch", "page_traffic", False, "r-4")]
 
 
+def test_the_entry_point_opens_a_spark_session_only_for_a_slice_too_large_for_it(
+    lake: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import lambdalake.spark
+
+    opened: list[str] = []
+    task_session = lambdalake.spark.task_session
+
+    def counted(app_name: str, *args: Any) -> Any:
+        opened.append(app_name)
+        return task_session(app_name, *args)
+
+    monkeypatch.setattr(lambdalake.spark, "task_session", counted)
+    validate = load_entry_point()
+    for layer in ("bronze", "batch"):
+        assert validate.main(["--layer", layer, *WINDOW, "--run-id", "local"], lake) == 0
+    assert opened == []
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", *WINDOW,
+                          "--run-id", "spark"], gated_on("spark", lake)) == 0
+    assert opened == ["validate-batch"]
+    assert capsys.readouterr().out.count("gate batch page_traffic [") == 2
+
+
 @pytest.mark.slow
 def test_the_entry_point_runs_as_airflow_will_run_it(lake: Settings, broken_table: str) -> None:
     run = subprocess.run(
