@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
     from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.gate import GATE_SPARK_CONF
-    from lambdalake.quality.history import read_results, record
+    from lambdalake.quality.history import read_row_counts, record
     from lambdalake.quality.slices import (
         bronze_event_types,
         validate_bronze_slice,
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     from lambdalake.spark import SessionOnFirstUse, task_session
     from lambdalake.views.catalog import current_table_path
 
-    history = read_results(settings)
+    history = read_row_counts(settings, args.layer)
 
     def usual(layer: str, subject: str) -> tuple[int | None, int | None]:
         return usual_row_count(history, layer, subject, args.start, args.end, settings.quality)

@@ -233,13 +233,15 @@ def count_slice(path: str, piece: Slice) -> int:
                .count_rows(filter=piece.rows))
 
 
-def read_rows(path: str, schema: pa.Schema) -> list[dict[str, Any]]:
-    """Every row of the table at ``path`` as dicts (none when it does not exist yet)."""
+def read_rows(path: str, schema: pa.Schema, where: pc.Expression | None = None
+              ) -> list[dict[str, Any]]:
+    """The rows of the table at ``path`` (those ``where`` selects, if given) as dicts of
+    ``schema``'s columns, the only ones read (none when the table does not exist yet)."""
     uri = delta_rs_uri(path)
     if not DeltaTable.is_deltatable(uri):
         return []
-    rows: list[dict[str, Any]] = (
-        pa.table(DeltaTable(uri).to_pyarrow_table()).select(schema.names).to_pylist())
+    rows: list[dict[str, Any]] = DeltaTable(uri).to_pyarrow_table(
+        columns=schema.names, filters=where).to_pylist()
     return rows
 
 

@@ -84,6 +84,25 @@ def read_results(settings: Settings) -> list[dict[str, Any]]:
     return [json.loads(row["entry"]) for row in rows]
 
 
+def read_row_counts(settings: Settings, layer: str) -> list[dict[str, Any]]:
+    """What the row-count baseline (``quality.baseline``) reads of ``layer``'s results, oldest
+    first, shaped as ``read_results``' entries: the flat columns only, filtered as they are
+    read. A gate step reads this, not the whole history with every failure's samples, so its
+    cost does not grow with other layers' results and the entries' size."""
+    import pyarrow.compute as pc
+
+    from lambdalake.lake.bookkeeping import read_rows
+
+    columns = ("subject", "interval_start", "interval_end", "rows", "evaluated", "recorded_at")
+    rows = read_rows(results_path(settings), pa.schema([SCHEMA.field(c) for c in columns]),
+                     where=pc.field("layer") == layer)
+    rows.sort(key=lambda row: row["recorded_at"])
+    return [{"layer": layer, "subject": row["subject"],
+             "start": row["interval_start"].isoformat(), "end": row["interval_end"].isoformat(),
+             "rows": row["rows"], "evaluated": row["evaluated"],
+             "recorded_at": row["recorded_at"].isoformat()} for row in rows]
+
+
 def _row(entry: dict[str, Any], suite: str | None) -> dict[str, Any]:
     return {
         "layer": entry["layer"], "subject": entry["subject"], "suite": suite,

@@ -4,6 +4,7 @@ both warnings on real GX validations (pandas, no Spark)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -12,12 +13,14 @@ from lambdalake.ingest.validation import QUARANTINE_REASONS
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS
 from lambdalake.quality.baseline import NO_BOUNDS, usual_row_count
 from lambdalake.quality.gate import pandas_batch_definition, validate_in_two_passes
+from lambdalake.quality.history import read_results, read_row_counts, record
 from lambdalake.quality.suites import (
     interval_parameters,
     quarantine_max_rows,
     quarantine_suite,
 )
-from lambdalake.settings import QualitySettings
+from lambdalake.quality.verdict import GateResult
+from lambdalake.settings import QualitySettings, Settings
 
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -64,6 +67,28 @@ def test_a_rerun_is_not_compared_with_itself_and_an_interval_counts_once() -> No
     rerun = [recorded(0, 10), recorded(1, 1000), recorded(2, 10), recorded(2, 1000)]
     assert bounds(rerun) == (500, 2000)  # hour 2 counts once, with its newest result
 
+
+
+def test_the_recorded_history_gives_the_same_bounds_from_its_flat_columns(
+        tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path)
+    hours = [(0, 90, "batch", "page_traffic"), (1, 130, "batch", "page_traffic"),
+             (2, 400, "batch", "page_traffic"), (2, 120, "batch", "page_traffic"),  # a re-run
+             (3, 5000, "batch", "funnel"), (4, 7, "bronze", "bronze_events")]
+    for hour, rows, layer, subject in hours:
+        start = T0 + hour * HOUR
+        record(GateResult(layer, subject, start, start + HOUR, True, [], [], 20, rows, 0.5),
+               settings)
+    entries = read_results(settings)
+    counts = read_row_counts(settings, "batch")
+    kept = ("layer", "subject", "start", "end", "rows", "evaluated", "recorded_at")
+    assert counts == [{key: entry[key] for key in kept}
+                      for entry in entries if entry["layer"] == "batch"]
+    policy = QualitySettings(row_count_history=4, row_count_min_history=2, row_count_factor=2.0)
+    start = T0 + 10 * HOUR
+    assert usual_row_count(counts, "batch", "page_traffic", start, start + HOUR, policy) \
+        == usual_row_count(entries, "batch", "page_traffic", start, start + HOUR, policy) \
+        == (60, 240)  # the median of 90, 130 and hour 2's newest, 120, per hour
 
 def quarantined(count: int, *, reason: str = "invalid_json", hour: int = 10) -> pd.DataFrame:
     start = T0 + hour * HOUR
