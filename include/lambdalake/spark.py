@@ -181,10 +181,6 @@ class SessionOnFirstUse:
         self._stack = stack
         self._session: SparkSession | None = None
 
-    @property
-    def opened(self) -> bool:
-        return self._session is not None
-
     def __getattr__(self, name: str) -> Any:
         if self._session is None:
             self._session = self._stack.enter_context(self._open_session())
