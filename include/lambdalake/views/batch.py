@@ -130,11 +130,15 @@ def recompute_views(
         first_copies(events.select(*sorted({*columns, "event_id", *KAFKA_ORDER})))
         .select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     )
+    # a view has at most a row per event (tumbling windows): with few events, every slice
+    # fits in the step's memory without counting it first
+    few_events = events.count() <= settings.batch.local_write_max_rows
 
     def recompute(view: ViewDefinition) -> SliceWritten:
         rows = aggregate_enriched(spark, settings, events, view, (start, end))
         return write_slice(settings, view, start, end,
-                           with_lineage(rows, run_id, bronze_version), bronze_version)
+                           with_lineage(rows, run_id, bronze_version), bronze_version,
+                           count_first=not few_events)
 
     try:
         with ThreadPoolExecutor(settings.batch.views_at_once, "recompute") as pool:
@@ -153,7 +157,7 @@ def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
 
 def write_slice(
     settings: Settings, view: ViewDefinition, start: datetime, end: datetime,
-    rows: DataFrame, bronze_version: int,
+    rows: DataFrame, bronze_version: int, *, count_first: bool = False,
 ) -> SliceWritten:
     """Replace [start, end) of the view's current table with ``rows``.
 
@@ -161,18 +165,32 @@ def write_slice(
     collected once and committed from this process with delta-rs: a Delta write on Spark
     rebuilds the table's state from its log first (three Spark jobs, and one more to find
     the files to replace), which cost more than the rows. delta-rs refuses a row outside
-    [start, end), as Spark's replaceWhere does. If a full reprocess switched versions while
-    this write ran, the slice is written again into the version readers now use, so no
-    switch can lose it.
+    [start, end), as Spark's replaceWhere does. With ``count_first`` (an interval of many
+    events: ``recompute_views``) the rows are cached and counted first, and more than
+    ``batch.local_write_max_rows`` are not collected: Spark writes them, with replaceWhere,
+    also in one commit. If a full reprocess switched versions while this write ran, the
+    slice is written again into the version readers now use, so no switch can lose it.
     """
-    table = rows.toArrow()
-    while True:
-        version = current_version(settings, view.name)
-        path = settings.table_path(physical_table(view.name, version))
-        retry_on_conflict(functools.partial(replace_interval, table, path, start, end))
-        if current_version(settings, view.name) == version:
-            return SliceWritten(view.name, start, end, table.num_rows, bronze_version, version,
-                                table_version(path))
+    from pyspark import StorageLevel
+
+    cached = rows.persist(StorageLevel.MEMORY_AND_DISK) if count_first else None
+    count = cached.count() if cached is not None else 0
+    if cached is not None and count > settings.batch.local_write_max_rows:
+        replace = functools.partial(replace_interval_on_spark, cached)
+    else:
+        table = rows.toArrow() if cached is None else cached.toArrow()
+        count, replace = table.num_rows, functools.partial(replace_interval, table)
+    try:
+        while True:
+            version = current_version(settings, view.name)
+            path = settings.table_path(physical_table(view.name, version))
+            retry_on_conflict(functools.partial(replace, path, start, end))
+            if current_version(settings, view.name) == version:
+                return SliceWritten(view.name, start, end, count, bronze_version, version,
+                                    table_version(path))
+    finally:
+        if cached is not None:
+            cached.unpersist()
 
 
 def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
@@ -182,8 +200,20 @@ def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) 
     # the predicate also on a table's first write (which creates it): a run that lost the
     # race to create it must replace its interval only, not the other run's rows
     write_deltalake(delta_rs_uri(path), rows, mode="overwrite", partition_by=["window_start"],
-                    predicate=f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
-                              f"window_start < '{end.astimezone(UTC).isoformat()}'")
+                    predicate=interval_predicate(start, end))
+
+
+def replace_interval_on_spark(rows: DataFrame, path: str, start: datetime, end: datetime
+                              ) -> None:
+    """``replace_interval`` by Spark, for rows too many to collect."""
+    rows.write.format("delta").mode("overwrite").partitionBy("window_start") \
+        .option("replaceWhere", interval_predicate(start, end)).save(path)
+
+
+def interval_predicate(start: datetime, end: datetime) -> str:
+    """A view table's rows of [start, end), in SQL both delta-rs and Spark read."""
+    return (f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
+            f"window_start < '{end.astimezone(UTC).isoformat()}'")
 
 
 def build_version(

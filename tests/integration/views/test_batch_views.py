@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
@@ -106,6 +106,41 @@ def test_a_rerun_replaces_the_slice_and_a_late_event_is_included(
     recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "run-c")
     assert page_views(spark, lake, view, hour, "/page/0") == views_before + 1
 
+
+
+def test_an_interval_with_more_events_than_the_step_may_collect_is_written_by_spark(
+    spark: SparkSession, lake: Settings
+) -> None:
+    from deltalake import DeltaTable
+
+    view = load_views()["product_sales"]
+    first, second = START, START + timedelta(hours=1)
+    for hour in (first, second):
+        recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "collected")
+    path = current_table_path(lake, view.name)
+    assert "delta-rs" in str(DeltaTable(path).history(1)[0].get("clientVersion"))
+    collected = actual_view(spark, lake, view)
+
+    def recompute(max_rows: int, run_id: str) -> tuple[int, dict[str, Any]]:
+        limited = lake.model_copy(update={"batch": lake.batch.model_copy(
+            update={"local_write_max_rows": max_rows})})
+        [written] = recompute_views(spark, limited, [view], second, second + timedelta(hours=1),
+                                    run_id)
+        [commit] = DeltaTable(path).history(1)
+        return written.rows, commit
+
+    rows, commit = recompute(10, "on-spark")  # more events and more rows than 10
+    assert "Apache-Spark" in str(commit.get("engineInfo")) and commit["operation"] == "WRITE"
+    table = spark.read.format("delta").load(path)
+    assert normalized(actual_view(spark, lake, view), view) == normalized(collected, view)
+    run_ids = {(r.window_start.hour, r.run_id) for r in table.select("window_start", "run_id")
+               .distinct().collect()}  # the other hour's slice is untouched
+    assert run_ids == {(first.hour, "collected"), (second.hour, "on-spark")}
+    assert rows == table.where("run_id = 'on-spark'").count() > 10
+    # more events than that, but no more rows: counted, then collected and written by delta-rs
+    assert recompute(rows, "counted")[0] == rows
+    assert "delta-rs" in str(DeltaTable(path).history(1)[0].get("clientVersion"))
+    assert normalized(actual_view(spark, lake, view), view) == normalized(collected, view)
 
 def test_intervals_must_be_utc_and_align_to_the_grain() -> None:
     from datetime import timezone
