@@ -9,8 +9,8 @@
 Every requested subject is validated (the views are all validated even if one fails; the
 bronze layer is bronze's events of the interval, then the records quarantined among those
 that arrived in it, then the history of each reference entity a view joins); each prints
-one summary line, then one line per failing expectation with sample values, and is
-recorded in the history (``lambdalake.quality.history``). The
+one summary line, then one line per failing expectation with sample values; the step's
+results are recorded in the history in one commit (``lambdalake.quality.history``). The
 exit status is 0 if every gate passed; 3 (``DATA_REJECTED_EXIT``) if the data failed a
 critical check and every gate could validate (the batch DAG then fails the task without
 retries: the data would fail again); 1 if a gate could not validate (a lost server, an
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
     from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.gate import GATE_SPARK_CONF
-    from lambdalake.quality.history import read_row_counts, record
+    from lambdalake.quality.history import read_row_counts, record_all
     from lambdalake.quality.slices import (
         bronze_event_types,
         validate_bronze_slice,
@@ -128,15 +128,18 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                                       bronze_version=args.bronze_version,
                                       row_count=usual("batch", name), bronze_types=bronze_types)
 
-    failed: list[GateResult] = []
-    with ExitStack() as stack:  # a session only if a slice is too large for the step
-        spark = cast("SparkSession", SessionOnFirstUse(functools.partial(
-            task_session, f"validate-{args.layer}", settings, GATE_SPARK_CONF), stack))
-        for result in gates(spark):
-            print(result.report(), flush=True)
-            record(result, settings, run_id=args.run_id)
-            if not result.success:
-                failed.append(result)
+    results: list[GateResult] = []
+    try:
+        with ExitStack() as stack:  # a session only if a slice is too large for the step
+            spark = cast("SparkSession", SessionOnFirstUse(functools.partial(
+                task_session, f"validate-{args.layer}", settings, GATE_SPARK_CONF), stack))
+            for result in gates(spark):
+                print(result.report(), flush=True)
+                results.append(result)
+    finally:  # one commit for the step's gates, also those done before an error
+        if results:
+            record_all(results, settings, run_id=args.run_id)
+    failed = [result for result in results if not result.success]
     if not failed:
         return 0
     return DATA_REJECTED_EXIT if all(result.data_failed for result in failed) else 1

@@ -18,6 +18,7 @@ value and samples, plus the caller's context), which is what ``read_results`` re
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,28 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
     """Append ``result`` (and ``context``, e.g. a run id) to the history, after writing its
     Data Docs page (``docs``: the page, relative to the docs dir). A page that cannot be
     written is noted (``docs_error``); the verdict is recorded either way."""
+    return record_all([result], settings, **context)
+
+
+def record_all(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
+    """``record`` for several results in one commit (a gate step's gates): one file and one
+    log entry instead of one per result."""
     from lambdalake.lake.bookkeeping import append_rows, compact
-    from lambdalake.quality.docs import RUNS_DIR, page_name, write_page
 
     _import_legacy_file(settings)
+    rows = [_row(_entry(result, settings, context),
+                 getattr(result.validation, "suite_name", None)) for result in results]
+    path = results_path(settings)
+    version = append_rows(path, SCHEMA, rows)
+    if version % COMPACT_EVERY == 0:
+        compact(path)
+    return path
+
+
+def _entry(result: GateResult, settings: Settings, context: dict[str, Any]) -> dict[str, Any]:
+    """What the history keeps of ``result``, its Data Docs page written."""
+    from lambdalake.quality.docs import RUNS_DIR, page_name, write_page
+
     entry = {**result.to_json(), **context, "recorded_at": datetime.now(UTC).isoformat()}
     if result.validation is not None:
         try:
@@ -66,12 +85,7 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
             entry["docs"] = f"{RUNS_DIR}/{name}"
         except Exception as error:  # noqa: BLE001 - a page that fails to render loses no result
             entry["docs_error"] = f"{type(error).__name__}: {error}"
-    suite = getattr(result.validation, "suite_name", None)
-    path = results_path(settings)
-    version = append_rows(path, SCHEMA, [_row(entry, suite)])
-    if version % COMPACT_EVERY == 0:
-        compact(path)
-    return path
+    return entry
 
 
 def read_results(settings: Settings) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import yaml
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.quality.gate import interpret, raised_exception
-from lambdalake.quality.history import read_results, record
+from lambdalake.quality.history import read_results, record, record_all, results_path
 from lambdalake.quality.suites import (
     INTERVAL_END,
     INTERVAL_START,
@@ -265,6 +265,18 @@ def test_results_are_recorded_in_a_delta_table_sql_can_read(tmp_path: Path) -> N
                                          ("r-2", True, 0, 1)]
     assert rows[0][4] == START
 
+
+
+def test_a_step_s_results_are_recorded_in_one_commit(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    settings = Settings(state_dir=tmp_path)
+    record(gate_result(True), settings)
+    before = DeltaTable(results_path(settings)).version()
+    record_all([gate_result(False), gate_result(True)], settings, run_id="r-3")
+    assert DeltaTable(results_path(settings)).version() == before + 1
+    assert [(r["success"], r.get("run_id")) for r in read_results(settings)] == [
+        (True, None), (False, "r-3"), (True, "r-3")]
 
 def test_the_entry_point_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("validate", PROJECT_ROOT / "spark_jobs" /
