@@ -173,12 +173,11 @@ def write_slice(
     """
     from pyspark import StorageLevel
 
-    cached = rows.persist(StorageLevel.MEMORY_AND_DISK) if count_first else None
-    count = cached.count() if cached is not None else 0
-    if cached is not None and count > settings.batch.local_write_max_rows:
-        replace = functools.partial(replace_interval_on_spark, cached)
+    source = rows.persist(StorageLevel.MEMORY_AND_DISK) if count_first else rows
+    if count_first and (count := source.count()) > settings.batch.local_write_max_rows:
+        replace = functools.partial(replace_interval_on_spark, source)
     else:
-        table = rows.toArrow() if cached is None else cached.toArrow()
+        table = source.toArrow()
         count, replace = table.num_rows, functools.partial(replace_interval, table)
     try:
         while True:
@@ -189,8 +188,8 @@ def write_slice(
                 return SliceWritten(view.name, start, end, count, bronze_version, version,
                                     table_version(path))
     finally:
-        if cached is not None:
-            cached.unpersist()
+        if count_first:
+            source.unpersist()
 
 
 def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
