@@ -1,10 +1,12 @@
 """Serving maintenance: reconcile real-time rows with batch, then collapse and retire them.
 
 Runs after every batch publish (the ``lambdalake_batch_views`` asset) and on a short
-schedule, one mapped task per view (``lambdalake.serving.maintenance.maintain``). A view
-whose real-time values drift from batch beyond the stated error fails its task: the drift
-is in the ``serving_reconciliation`` table and the data-quality report, and nothing of
-that view is retired until it reconciles. No Spark: delta-rs and DuckDB only.
+schedule, in one task that maintains every view in turn
+(``lambdalake.serving.maintenance.maintain_views``). A view whose real-time values drift
+from batch beyond the stated error fails the task after the other views were maintained:
+the drift is in the ``serving_reconciliation`` table and the data-quality report (a verdict
+per view), and nothing of that view is retired until it reconciles. No Spark: delta-rs and
+DuckDB only.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from airflow.sdk import Asset, AssetOrTimeSchedule, DeltaTriggerTimetable, dag, 
 
 from lambdalake.settings import get_settings
 from lambdalake.views import PUBLISHED_ASSET
-from lambdalake.views.definition import view_names
 
 settings = get_settings()
 
@@ -37,20 +38,20 @@ settings = get_settings()
 )
 def lambdalake_serving() -> None:
     @task(execution_timeout=timedelta(minutes=20))
-    def maintain(view: str, run_id: str | None = None) -> str:
-        """Reconcile one view's real-time rows with batch; collapse and retire if they agree."""
+    def maintain(run_id: str | None = None) -> list[str]:
+        """Reconcile each view's real-time rows with batch; collapse and retire where they agree."""
         from airflow.exceptions import AirflowFailException
 
-        from lambdalake.serving.maintenance import maintain as maintain_view
+        from lambdalake.serving.maintenance import maintain_views
         from lambdalake.views.definition import load_views
 
-        report = maintain_view(get_settings(), load_views()[view], run_id)
-        print(report.summary())
-        if not report.gate.success:
-            raise AirflowFailException(report.gate.report())
-        return report.summary()
+        reports = maintain_views(get_settings(), load_views().values(), run_id)
+        failed = [report.gate.report() for report in reports if not report.gate.success]
+        if failed:
+            raise AirflowFailException("\n\n".join(failed))
+        return [report.summary() for report in reports]
 
-    maintain.expand(view=view_names())
+    maintain()
 
 
 lambdalake_serving()

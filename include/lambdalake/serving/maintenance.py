@@ -1,6 +1,7 @@
 """Keeping the real-time store small and honest: reconcile, collapse, retire (no JVM).
 
-Run per view by the serving DAG (after every batch publish and on a short schedule):
+Run by the serving DAG for every view in turn (``maintain_views``; after every batch publish
+and on a short schedule):
 
 1. **Reconcile.** For windows both layers hold — before the batch high-water mark, and
    closed in the speed layer (ended before its watermark) — compare every key's real-time
@@ -36,9 +37,10 @@ appends (the tables are partitioned by ``window_start``); a lost commit race is 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,6 +61,8 @@ from lambdalake.speed.shards import speed_status
 from lambdalake.streaming.progress import progress_time
 from lambdalake.views.definition import Join, ViewDefinition
 from lambdalake.views.enrichment import members_changed_after
+
+log = logging.getLogger(__name__)
 
 RECONCILIATION_TABLE = "serving_reconciliation"
 _SAMPLES = 5
@@ -317,3 +321,28 @@ def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
     margin = timedelta(seconds=settings.serving.retire_margin_seconds)
     retired = table.retire(snapshot.high_water_mark - margin)
     return MaintenanceReport(view.name, gate, len(windows), collapsed, retired)
+
+
+def maintain_views(settings: Settings, views: Iterable[ViewDefinition],
+                   run_id: str | None = None) -> list[MaintenanceReport]:
+    """``maintain`` every view in turn, in one process: the serving DAG runs after every
+    publish, and a task per view cost each publish a task process per view (Airflow's
+    start and bookkeeping each). A view's error does not keep the others from being
+    maintained; the errors are raised together after them (an ``ExceptionGroup``). A failed
+    gate is in its report."""
+    reports: list[MaintenanceReport] = []
+    errors: dict[str, Exception] = {}
+    for view in views:
+        try:
+            report = maintain(settings, view, run_id)
+        except Exception as error:  # raised below, after the other views
+            log.exception("maintaining view %s failed", view.name)
+            error.add_note(f"while maintaining view {view.name}")
+            errors[view.name] = error
+            continue
+        log.info("%s", report.summary())
+        reports.append(report)
+    if errors:
+        raise ExceptionGroup(f"maintenance failed for view(s) {', '.join(errors)}",
+                             list(errors.values()))
+    return reports

@@ -11,7 +11,12 @@ import pytest
 from deltalake import DeltaTable
 
 from lambdalake.quality.history import read_results
-from lambdalake.serving.maintenance import RECONCILIATION_TABLE, judge, maintain
+from lambdalake.serving.maintenance import (
+    RECONCILIATION_TABLE,
+    judge,
+    maintain,
+    maintain_views,
+)
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.streaming.progress import write_status
@@ -61,6 +66,30 @@ def test_matching_layers_pass_and_closed_windows_collapse_and_old_ones_retire(
         "serving", "page_traffic", True)
     assert maintain(lake, view).rows_retired == 0  # idempotent
 
+
+
+def test_one_view_s_error_does_not_keep_the_others_from_being_maintained(
+    lake: Settings,
+) -> None:
+    """The serving DAG maintains every view in one task: a view whose real-time table cannot
+    be read fails it, but only after the views behind it were maintained and recorded."""
+    views = load_views()
+    broken, view = views["product_sales"], views["page_traffic"]
+    log = Path(lake.table_path(realtime_table(broken.name))) / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020}.json").write_text("not a commit\n")
+    write_batch(lake, [(0, "/a", 10)])
+    publish_hours(lake, 0)
+    append_realtime(lake, 0, [(0, "/a", 4)])
+    append_realtime(lake, 1, [(0, "/a", 6)])
+    speed_status(lake, hour(1))
+    with pytest.raises(ExceptionGroup, match="view\\(s\\) product_sales$") as raised:
+        maintain_views(lake, [broken, view])
+    assert [error.__notes__ for error in raised.value.exceptions] == [
+        ["while maintaining view product_sales"]]
+    assert realtime_rows(lake) == [(0, "/a", 10)]  # page_traffic's closed window collapsed
+    assert [(r["subject"], r["success"]) for r in read_results(lake)] == [("page_traffic", True)]
+    assert [r.view for r in maintain_views(lake, [view, view])] == ["page_traffic"] * 2
 
 def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
     lake: Settings,
