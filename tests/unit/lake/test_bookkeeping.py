@@ -76,6 +76,29 @@ def test_a_follower_sees_that_a_newer_commit_exists_before_reading_it(tmp_path: 
     assert not followed.moved()
 
 
+
+def test_a_follower_catches_up_only_when_a_newer_commit_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Catching up lists the table's log; a follower polled between commits must not."""
+    path = str(tmp_path / "t")
+    noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_deltalake(path, rows([noon], ["/a"], 0))
+    followed = FollowedTable(path)
+    assert followed.refresh() == 0
+    catch_ups: list[int] = []
+    update = DeltaTable.update_incremental
+    monkeypatch.setattr(DeltaTable, "update_incremental",
+                        lambda table: catch_ups.append(table.version()) or update(table))
+    assert [followed.refresh() for _ in range(3)] == [0, 0, 0]
+    assert catch_ups == []
+    for page in ("/b", "/c"):  # two commits between refreshes: caught up at once
+        write_deltalake(path, rows([noon], [page], 1), mode="append")
+    assert followed.refresh() == 2
+    assert followed.refresh() == 2
+    assert catch_ups == [0]
+    assert followed.read(followed.data_files()).num_rows == 3
+
 def events(times: list[datetime], first: int) -> pa.Table:
     return pa.table({"day": pa.array([t.date() for t in times], pa.date32()),
                      "at": pa.array(times, TS),
