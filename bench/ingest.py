@@ -62,7 +62,7 @@ from lambdalake.generator import (
     produce_traffic,
 )
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-from lambdalake.ingest.stream import history_path
+from lambdalake.ingest.status import history_path
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.operations.traffic import traffic_generator

@@ -63,7 +63,7 @@ from bench.common import (
 from bench.ingest import bare_consumer_drain
 from lambdalake.catalogue import Catalogue
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
-from lambdalake.ingest.stream import QUERY_NAME as INGEST
+from lambdalake.ingest.status import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.operations.traffic import reference_producers, traffic_generator
 from lambdalake.serving.service import ServingService

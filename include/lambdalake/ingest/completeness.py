@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from lambdalake.ingest.stream import read_status
+from lambdalake.ingest.status import read_status
 from lambdalake.settings import Settings
 
 _OFFSET_END = -1  # offsets_for_times: no record at or after the moment (yet)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lambdalake.ingest.completeness import entity_topics, reference_offsets
-from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.settings import Settings
 from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming import service

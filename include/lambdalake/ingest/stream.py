@@ -7,7 +7,8 @@ nor duplicates a record. ``failOnDataLoss`` makes offsets lost to retention stop
 loudly instead of being skipped.
 
 The same application runs the reference stream (``lambdalake.ingest.reference``) beside it.
-The driver loop writes the query's progress to ``<state dir>/status/ingest.json`` (last
+The driver loop writes the query's progress to ``<state dir>/status/ingest.json``
+(``lambdalake.ingest.status``) (last
 batch, rates, per-partition offsets, lag behind the topic's end; the reference query's
 under ``reference``) for the status command,
 DAG sensors and benchmarks, and on SIGTERM/SIGINT lets the running micro-batch finish
@@ -18,17 +19,16 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.ingest.reference import start_reference_ingest
+from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.kafka.topics import ensure_platform_topics
 from lambdalake.lake.bronze import upgrade_tables, write_micro_batch
 from lambdalake.settings import Settings
-from lambdalake.streaming import progress
 from lambdalake.streaming.progress import query_progress
 from lambdalake.streaming.runner import PlanOutdated, query_ledger, run_until_stopped
 
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-QUERY_NAME = "ingest"
 INGEST_SPARK_CONF = {
     # Delta checkpoints a table's state every ``checkpointInterval`` commits, inside the
     # commit that reaches it: 2 s of a micro-batch at bronze's size here (7 s for the first
@@ -51,18 +50,6 @@ INGEST_SPARK_CONF = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 """Spark settings of the ingest application (``spark_jobs/ingest.py``)."""
-
-
-def status_path(settings: Settings) -> Path:
-    return progress.status_path(settings, QUERY_NAME)
-
-
-def read_status(settings: Settings) -> dict[str, Any] | None:
-    return progress.read_status(settings, QUERY_NAME)
-
-
-def history_path(settings: Settings) -> Path:
-    return progress.history_path(settings, QUERY_NAME)
 
 
 def read_tasks(configured: int, topic_partitions: int, cores: int) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from lambdalake.ingest.stream import QUERY_NAME as INGEST
+from lambdalake.ingest.status import QUERY_NAME as INGEST
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings

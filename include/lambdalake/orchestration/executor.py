@@ -27,12 +27,14 @@ WARM_MODULES = (
     "pandas",
     "pyarrow",
     "deltalake",
+    "duckdb",  # the gates' derived columns, serving maintenance
     "pyspark.sql.connect.session",
     "pyspark.sql.functions",
 )
-"""The third-party libraries the Spark steps import (``spark_jobs/``). The platform's own
-modules are not among them (0.4 s; ``lambdalake.quality`` is only its package marker): a
-change to ``include/`` takes effect in the next task without restarting the scheduler."""
+"""The third-party libraries the Spark steps (``spark_jobs/``) and the serving task import.
+The platform's own modules are not among them (0.4 s; ``lambdalake.quality`` is only its
+package marker): a change to ``include/`` takes effect in the next task without restarting
+the scheduler."""
 
 
 def import_warm_modules() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import current_rows
 from lambdalake.speed.shards import APP as SPEED_APP

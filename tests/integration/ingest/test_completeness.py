@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from lambdalake.ingest.completeness import offsets_before, store_completeness
-from lambdalake.ingest.stream import status_path
+from lambdalake.ingest.status import status_path
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.settings import Settings
 

@@ -14,7 +14,7 @@ import pytest
 
 from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.settings import Settings
 from lambdalake.stack.process import StackError

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
-from lambdalake.ingest.stream import QUERY_NAME
+from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
 from tests.support.streaming_chaos import (
