@@ -1,6 +1,7 @@
 """Where the ingest stream reports its progress, apart from the stream itself: what reads
 it (the batch DAG's completeness sensor, ``make status``, benchmarks) must not import the
-stream's classification and schema registry client (0.3 s of a sensor's every poke)."""
+stream's classification and schema registry client (0.15 s of CPU at every poke of
+the sensor)."""
 
 from __future__ import annotations
 

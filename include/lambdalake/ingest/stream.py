@@ -7,10 +7,9 @@ nor duplicates a record. ``failOnDataLoss`` makes offsets lost to retention stop
 loudly instead of being skipped.
 
 The same application runs the reference stream (``lambdalake.ingest.reference``) beside it.
-The driver loop writes the query's progress to ``<state dir>/status/ingest.json``
-(``lambdalake.ingest.status``) (last
+The driver loop writes the query's progress to ``<state dir>/status/ingest.json`` (last
 batch, rates, per-partition offsets, lag behind the topic's end; the reference query's
-under ``reference``) for the status command,
+under ``reference``; read through ``lambdalake.ingest.status``) for the status command,
 DAG sensors and benchmarks, and on SIGTERM/SIGINT lets the running micro-batch finish
 before it stops.
 """

@@ -76,7 +76,6 @@ def test_a_follower_sees_that_a_newer_commit_exists_before_reading_it(tmp_path: 
     assert not followed.moved()
 
 
-
 def test_a_follower_catches_up_only_when_a_newer_commit_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
