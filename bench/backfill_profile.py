@@ -16,6 +16,7 @@ DAGs for the backfill (its runs' publishes trigger the serving DAG), to see what
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import threading
@@ -49,6 +50,8 @@ ROLES = (("SparkConnectServer", "spark-connect server"), ("kafka.Kafka", "kafka"
 
 def role(process: psutil.Process) -> str:
     """What a process is, from its command line (a forked step shows its script's)."""
+    if process.pid == os.getpid():  # it walks every process five times a second
+        return "this diagnostic's sampler"
     command = " ".join(process.cmdline())
     step = re.search(r"spark_jobs/(\w+)\.py(?:.*--layer (\w+))?", command)
     if step:
@@ -57,7 +60,10 @@ def role(process: psutil.Process) -> str:
         return f"{role(process.parent())}, spawned workers"
     if command.startswith("airflow worker -- "):  # titles name a task instance by id only
         return "airflow workers and task processes"
-    return next((name for marker, name in ROLES if marker in command), "other")
+    named = next((name for marker, name in ROLES if marker in command), None)
+    if named is None and "org.apache.spark.deploy.SparkSubmit" in command:
+        return f"{role(process.parent())}, its JVM"  # a stream's (or a driver step's) driver
+    return named or "other"
 
 
 class CpuByRole:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -13,6 +14,7 @@ from bench.backfill_profile import role
 class FakeProcess:
     command: list[str]
     parent_command: list[str] | None = None
+    pid: int = 0
 
     def cmdline(self) -> list[str]:
         return self.command
@@ -35,7 +37,12 @@ class FakeProcess:
     (FakeProcess(["python", "-B", "-c", "from multiprocessing.spawn import spawn_main"],
                  ["python", "-m", "uvicorn", "lambdalake.serving.api:app"]),
      "serving API, spawned workers"),
+    (FakeProcess(["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"],
+                 ["python", "/r/spark_jobs/ingest.py"]),
+     "step ingest, its JVM"),
     (FakeProcess(["bash"]), "other"),
+    (FakeProcess(["python", "-m", "bench.backfill_profile"], pid=os.getpid()),
+     "this diagnostic's sampler"),
 ])
 def test_each_process_gets_its_role(process: FakeProcess, expected: str) -> None:
     assert role(process) == expected  # type: ignore[arg-type]
