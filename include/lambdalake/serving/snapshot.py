@@ -14,18 +14,20 @@ Views are aggregates (a row per window and dimension values), so both layers fit
 and a query never touches storage. Both layers' rows are kept sorted by ``window_start``,
 so a query hands DuckDB only the rows of its time range (``rows_between``: two binary
 searches, a zero-copy slice) instead of scanning the whole view. ``SnapshotStore``
-refreshes the snapshots; it reads only what changed: bookkeeping tables when their Delta
-version moved, of the batch view the files added since the last refresh (a publish rewrites
-one interval's partition; removed files' rows are dropped), and of the real-time table the
-files added since the last refresh (``FollowedTable.read``; it re-reads the whole table when
-files were removed, i.e. after the serving DAG retired or compacted).
+refreshes the snapshots; it reads only what changed: of the publication log the files
+added since the last refresh (``HighWaterMarks`` keeps the marks up to date from them),
+the view catalog when its Delta version moved, of the batch view the files added since the
+last refresh (a publish rewrites one interval's partition; removed files' rows are
+dropped), and of the real-time table the files added since the last refresh
+(``FollowedTable.read``; it re-reads the whole table when files were removed, i.e. after
+the serving DAG retired or compacted).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -40,7 +42,7 @@ from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
 from lambdalake.views.definition import ViewDefinition
-from lambdalake.views.publication import PUBLICATIONS_TABLE, intervals_of, mark_of
+from lambdalake.views.publication import PUBLICATIONS_TABLE, HighWaterMarks
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,32 @@ class _SmallTable:
             self.rows = pa.table(self.reader.table.to_pyarrow_table()).to_pylist()
             self.version = version
         return self.rows
+
+
+class _PublishedMarks:
+    """Every view's high-water mark, following the publication log: a refresh takes in only
+    the files added since the last one (a publish appends one), not the whole log."""
+
+    def __init__(self, path: str, first_day: date) -> None:
+        self.reader = FollowedTable(path)
+        self.first_day = first_day
+        self.version: int | None = None
+        self.files: set[str] = set()
+        self.marks = HighWaterMarks(first_day)
+
+    def read(self) -> HighWaterMarks:
+        version = self.reader.refresh()
+        if version is None or version == self.version:
+            return self.marks
+        files = self.reader.data_files()
+        if not self.files <= files.keys():  # the log was compacted: start over
+            self.files, self.marks = set(), HighWaterMarks(self.first_day)
+        added = {path: values for path, values in files.items() if path not in self.files}
+        if added:
+            self.marks.add(self.reader.read(added).to_pylist())
+        self.files = set(files)
+        self.version = version
+        return self.marks
 
 
 class _RealtimeRows:
@@ -231,8 +259,8 @@ class SnapshotStore:
 
     def __init__(self, settings: Settings, views: dict[str, ViewDefinition]) -> None:
         self.views = views
-        self.first_day = settings.batch.first_day
-        self._publications = _SmallTable(settings.table_path(PUBLICATIONS_TABLE))
+        self._marks = _PublishedMarks(settings.table_path(PUBLICATIONS_TABLE),
+                                      settings.batch.first_day)
         self._catalog = _SmallTable(settings.table_path(CATALOG_TABLE))
         self._readers = {name: _ViewReader(settings, view) for name, view in views.items()}
         self._snapshots: dict[str, ViewSnapshot] = {}
@@ -242,11 +270,11 @@ class SnapshotStore:
         """New snapshots of every view (publications first, then the catalog: see above)."""
         with self._lock:
             taken_at = datetime.now(UTC)
-            publications = self._publications.read()
+            marks = self._marks.read()
             switches = self._catalog.read()
             for name, reader in self._readers.items():
-                mark = mark_of(intervals_of(publications, name), self.first_day)
-                self._snapshots[name] = reader.snapshot(mark, version_of(switches, name), taken_at)
+                self._snapshots[name] = reader.snapshot(
+                    marks.of(name), version_of(switches, name), taken_at)
 
     def realtime_moved(self) -> bool:
         """Whether a real-time table has a commit the snapshots do not hold yet (cheap: what

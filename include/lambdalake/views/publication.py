@@ -11,6 +11,8 @@ moves back, and re-publishing an interval (a backfill) is harmless.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -65,18 +67,45 @@ def intervals_of(rows: list[dict[str, Any]], view_name: str) -> list[tuple[datet
 
 
 def high_water_mark(settings: Settings, view_name: str) -> datetime:
-    return mark_of(published_intervals(settings, view_name), settings.batch.first_day)
+    marks = HighWaterMarks(settings.batch.first_day)
+    marks.add(read_publications(settings))
+    return marks.of(view_name)
 
 
-def mark_of(intervals: list[tuple[datetime, datetime]], first_day: date) -> datetime:
-    """End of the unbroken run of published ``intervals`` (oldest first) from ``first_day``.
-
-    Intervals published before that day (a backfill of older history) do not count: the
-    run starts at the first day whether or not anything before it exists.
-    """
-    mark = datetime.combine(first_day, time(), tzinfo=UTC)
+def advanced(mark: datetime, intervals: list[tuple[datetime, datetime]]) -> datetime:
+    """``mark`` moved to the end of the unbroken run of ``intervals`` (oldest first) from it.
+    Intervals that end before it (a backfill of older history) do not move it back."""
     for start, end in intervals:
         if start > mark:  # a gap: nothing after it counts yet
             break
         mark = max(mark, end)
     return mark
+
+
+class HighWaterMarks:
+    """Every view's mark: ``advanced`` from the first day's start over its published
+    intervals, whether or not anything before that day exists. Kept up to date as
+    publications are added, without holding them all: an interval that ends at or before its
+    view's mark can never move it again, so only those beyond a gap are kept. What a reader
+    that follows the publication log holds: the log gains a row per view and run (43,800 a
+    year of hourly runs of five views), and re-reading it at every publish would cost more
+    with every run."""
+
+    def __init__(self, first_day: date) -> None:
+        self.first = datetime.combine(first_day, time(), tzinfo=UTC)
+        self._marks: dict[str, datetime] = {}
+        self._beyond: dict[str, list[tuple[datetime, datetime]]] = {}  # per view, past a gap
+
+    def add(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Take in publication rows (``view``, ``interval_start``, ``interval_end``)."""
+        added: dict[str, set[tuple[datetime, datetime]]] = defaultdict(set)
+        for row in rows:
+            added[row["view"]].add((row["interval_start"], row["interval_end"]))
+        for view, intervals in added.items():
+            waiting = sorted({*self._beyond.get(view, ()), *intervals})
+            mark = self._marks[view] = advanced(self.of(view), waiting)
+            self._beyond[view] = [interval for interval in waiting if interval[1] > mark]
+
+    def of(self, view: str) -> datetime:
+        """The view's mark: the first day's start until its first interval is published."""
+        return self._marks.get(view, self.first)

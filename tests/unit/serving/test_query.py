@@ -10,13 +10,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lambdalake.lake.bookkeeping import FollowedTable
+from lambdalake.lake.bookkeeping import FollowedTable, compact
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore, by_window
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.publication import PUBLICATIONS_TABLE, HighWaterMarks
 from tests.support.serving_tables import (
     MIDNIGHT,
     TS,
@@ -128,6 +129,33 @@ def test_a_rewritten_interval_is_read_again_and_nothing_else(
     assert len(reads) == 1 and "2026-11-20" in reads[0]  # the one file of the new hour 02
     expected = by_window(pa.table(DeltaTable(path).to_pyarrow_table()))
     assert store.get("page_traffic").batch_rows.equals(expected)
+
+
+def test_the_mark_follows_each_publish_from_its_file_alone_and_after_a_compaction(
+    lake: Settings, views: dict[str, ViewDefinition], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish appends one file to the publication log: a refresh takes in that file's
+    rows, not the whole log's; once the log was compacted, it is taken in again."""
+    publish_hours(lake, 0, 1, 3)
+    store = SnapshotStore(lake, views)
+    store.refresh()
+    assert store.get("page_traffic").high_water_mark == hour(2)
+    taken: list[int] = []
+    add = HighWaterMarks.add
+    monkeypatch.setattr(HighWaterMarks, "add",
+                        lambda self, rows: taken.append(len(rows)) or add(self, rows))
+    publish_hours(lake, 2)  # fills the gap: the mark jumps over hour 3
+    store.refresh()
+    assert store.get("page_traffic").high_water_mark == hour(4)
+    assert taken == [1]
+    store.refresh()  # nothing new
+    assert taken == [1]
+    compact(lake.table_path(PUBLICATIONS_TABLE))
+    publish_hours(lake, 4)
+    store.refresh()
+    assert store.get("page_traffic").high_water_mark == hour(5)
+    assert store.get("funnel").high_water_mark == MIDNIGHT
+    assert taken == [1, 5]  # the compacted file's four rows and the new one
 
 
 def test_filters_time_range_and_pages(lake: Settings, views: dict[str, ViewDefinition]) -> None:

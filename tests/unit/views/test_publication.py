@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -10,7 +12,7 @@ import pytest
 
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path, current_version, switch_version
-from lambdalake.views.publication import Publication, high_water_mark, publish
+from lambdalake.views.publication import HighWaterMarks, Publication, high_water_mark, publish
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
@@ -39,6 +41,26 @@ def test_republishing_and_older_history_never_move_the_mark_back(lake: Settings)
     publish(lake, hours(0, 1))
     publish(lake, hours(0, 1, -5, -30))  # a backfill of the same hours and of older days
     assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=2)
+
+
+def test_marks_kept_as_publications_arrive_are_where_the_covered_hours_stop() -> None:
+    """Whatever the order and batching of publications, with repeats, overlaps and older
+    history, the kept mark is the first hour from the first day that nothing covers."""
+    rng = random.Random(7)
+    for _ in range(300):
+        arriving = [(start, start + rng.choice((1, 1, 2, 3)))
+                    for start in (rng.randrange(-4, 24) for _ in range(rng.randrange(1, 30)))]
+        marks, seen = HighWaterMarks(DAY), []
+        while arriving:
+            taken = rng.randrange(1, 6)
+            batch, arriving = arriving[:taken], arriving[taken:]
+            seen += batch
+            marks.add([{"view": "page_traffic", "interval_start": MIDNIGHT + timedelta(hours=s),
+                        "interval_end": MIDNIGHT + timedelta(hours=e)} for s, e in batch])
+            covered = {h for s, e in seen for h in range(s, e)}
+            first_gap = next(h for h in itertools.count() if h not in covered)
+            assert marks.of("page_traffic") == MIDNIGHT + timedelta(hours=first_gap), seen
+        assert marks.of("funnel") == MIDNIGHT
 
 
 def test_concurrent_publishers_all_land(lake: Settings) -> None:
