@@ -163,7 +163,7 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     published before, so it stays) and a restatement is logged; a full reprocess switches
     readers to the new versions and leaves the publication log as it is.
     """
-    from lambdalake.views.publication import Publication, high_water_mark
+    from lambdalake.views.publication import Publication, high_water_marks
     from lambdalake.views.publication import publish as record
     from lambdalake.views.restatement import record_restatement
 
@@ -181,7 +181,8 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
         if plan.restating:
             record_restatement(settings, plan.start, plan.end, plan.restating,
                                {w["view"]: w["bronze_version"] for w in written}, plan.run_id)
-    return {name: high_water_mark(settings, name).isoformat() for name in plan.views}
+    marks = high_water_marks(settings)
+    return {name: marks.of(name).isoformat() for name in plan.views}
 
 
 def parse_results(lines: list[str]) -> list[dict[str, Any]]:

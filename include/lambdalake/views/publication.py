@@ -66,10 +66,11 @@ def intervals_of(rows: list[dict[str, Any]], view_name: str) -> list[tuple[datet
                    for r in rows if r["view"] == view_name})
 
 
-def high_water_mark(settings: Settings, view_name: str) -> datetime:
+def high_water_marks(settings: Settings) -> HighWaterMarks:
+    """Every view's mark, from one read of the publication log."""
     marks = HighWaterMarks(settings.batch.first_day)
     marks.add(read_publications(settings))
-    return marks.of(view_name)
+    return marks
 
 
 def advanced(mark: datetime, intervals: list[tuple[datetime, datetime]]) -> datetime:

@@ -41,7 +41,7 @@ from lambdalake.settings import Settings, isolated_environment
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.publication import high_water_mark, published_intervals
+from lambdalake.views.publication import high_water_marks, published_intervals
 from lambdalake.views.restatement import read_restatements
 from tests.support.background import Background
 from tests.support.ground_truth import expected_view, manifest_events, manifest_records
@@ -302,6 +302,12 @@ def late_first_day(stack: Platform, traffic: Manifest) -> Manifest:
     return late_traffic(stack.settings, traffic, DAYS[0], seed=406)
 
 
+def marks_of(settings: Settings) -> dict[str, datetime]:
+    """Every view's high-water mark, from the publication log."""
+    marks = high_water_marks(settings)
+    return {name: marks.of(name) for name in load_views()}
+
+
 def late_rows_waiting(settings: Settings) -> dict[str, int]:
     """Per view, the late rows ``GET /freshness`` reports waiting."""
     fresh = httpx.get(f"{settings.serving.base_url}/freshness", timeout=30).json()
@@ -359,7 +365,7 @@ def test_events_days_late_are_restated_without_a_manual_command(
     before, after = truth_totals([traffic], day), truth_totals([traffic, late], day)
     assert after != before
     assert api_totals(settings, day) == before  # the late events are in no answer yet
-    marks = {name: high_water_mark(settings, name) for name in load_views()}
+    marks = marks_of(settings)
     waiting = {w.view: w.rows for w in LateArrivals(settings, list(load_views().values()))
                .waiting()}
     assert all(waiting.values()), waiting
@@ -389,7 +395,7 @@ def test_events_days_late_are_restated_without_a_manual_command(
              if any(totals[name] not in (before[name], after[name]) for name in totals)]
     assert mixed == [], f"{len(mixed)} of {len(seen)} answers were neither before nor after"
     assert late_rows_waiting(settings) == dict.fromkeys(load_views(), 0)
-    assert {name: high_water_mark(settings, name) for name in load_views()} == marks
+    assert marks_of(settings) == marks
     assert {r["view"]: r["late_rows"] for r in restated} == waiting
     print(f"restated {day}: {waiting} late rows waited; {len(seen)} answers read meanwhile, "
           f"each before or after; runs {sorted({r['run_id'] for r in restated})}")

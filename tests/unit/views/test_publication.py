@@ -12,7 +12,7 @@ import pytest
 
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path, current_version, switch_version
-from lambdalake.views.publication import HighWaterMarks, Publication, high_water_mark, publish
+from lambdalake.views.publication import HighWaterMarks, Publication, high_water_marks, publish
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
@@ -29,18 +29,18 @@ def hours(*offsets: int) -> list[Publication]:
 
 
 def test_the_mark_starts_at_the_first_day_and_stops_at_a_gap(lake: Settings) -> None:
-    assert high_water_mark(lake, "page_traffic") == MIDNIGHT
+    assert high_water_marks(lake).of("page_traffic") == MIDNIGHT
     publish(lake, hours(0, 1, 3))
-    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=2)
+    assert high_water_marks(lake).of("page_traffic") == MIDNIGHT + timedelta(hours=2)
     publish(lake, hours(2))  # the gap is filled: the mark jumps over the hour published before
-    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=4)
-    assert high_water_mark(lake, "funnel") == MIDNIGHT  # per view
+    assert high_water_marks(lake).of("page_traffic") == MIDNIGHT + timedelta(hours=4)
+    assert high_water_marks(lake).of("funnel") == MIDNIGHT  # per view
 
 
 def test_republishing_and_older_history_never_move_the_mark_back(lake: Settings) -> None:
     publish(lake, hours(0, 1))
     publish(lake, hours(0, 1, -5, -30))  # a backfill of the same hours and of older days
-    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=2)
+    assert high_water_marks(lake).of("page_traffic") == MIDNIGHT + timedelta(hours=2)
 
 
 def test_marks_kept_as_publications_arrive_are_where_the_covered_hours_stop() -> None:
@@ -66,7 +66,7 @@ def test_marks_kept_as_publications_arrive_are_where_the_covered_hours_stop() ->
 def test_concurrent_publishers_all_land(lake: Settings) -> None:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda h: publish(lake, hours(h)), range(8)))
-    assert high_water_mark(lake, "page_traffic") == MIDNIGHT + timedelta(hours=8)
+    assert high_water_marks(lake).of("page_traffic") == MIDNIGHT + timedelta(hours=8)
 
 
 def test_a_switch_moves_readers_to_the_new_version(lake: Settings) -> None:
