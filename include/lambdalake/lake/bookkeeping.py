@@ -256,9 +256,17 @@ def row_count(path: str) -> int:
     return DeltaTable(uri).to_pyarrow_dataset().count_rows() if DeltaTable.is_deltatable(uri) else 0
 
 
+COMPACT_EVERY = 100
+"""``append_rows`` compacts a table at every this many versions. A bookkeeping table gains a
+small file per append (a publish, a gate step), and a reader of the whole table opens every
+file: the publication log after 144 hourly runs, 190–230 ms of CPU a read in 144 files,
+31–35 ms compacted (the batch DAG's ``publish`` task grew from 1.0 to 2.5 s over a 168-hour
+backfill; it read the log once per view then)."""
+
+
 def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> int:
     """Append ``rows`` in one commit (creating the table on first use); return the table's
-    version right after (a cadence for maintenance such as ``compact``).
+    version right after. At every ``COMPACT_EVERY`` versions it compacts the table.
 
     Writers that find the table missing at the same moment race to create it; the loser's
     create may land as a metadata commit right after the winner's, which fails appends that
@@ -273,7 +281,10 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> int
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append")
         return table_version(path)
 
-    return retry_on_conflict(create_and_append, pause_seconds=0.05)
+    version = retry_on_conflict(create_and_append, pause_seconds=0.05)
+    if version % COMPACT_EVERY == 0:
+        compact(path)
+    return version
 
 
 def compact(path: str) -> None:

@@ -11,8 +11,8 @@ Data Docs page — answer SQL directly, e.g. with delta-rs and DuckDB::
     duckdb.sql("SELECT layer, subject, count(*) FILTER (NOT success) FROM results GROUP BY ALL")
 
 ``entry`` holds the whole record as JSON (failing expectations with their rule, observed
-value and samples, plus the caller's context), which is what ``read_results`` returns. Every
-``COMPACT_EVERY`` commits, the writer compacts the table's small files (one per gate run).
+value and samples, plus the caller's context), which is what ``read_results`` returns. The
+table's small files (one per gate step) are compacted as it grows (``append_rows``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from lambdalake.quality.verdict import GateResult
 
 RESULTS_TABLE = "quality_results"
-COMPACT_EVERY = 100
 _TIME = pa.timestamp("us", tz="UTC")
 SCHEMA = pa.schema([
     ("layer", pa.string()), ("subject", pa.string()), ("suite", pa.string()),
@@ -58,15 +57,13 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
 def record_all(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
     """``record`` for several results in one commit (a gate step's gates): one file and one
     log entry instead of one per result."""
-    from lambdalake.lake.bookkeeping import append_rows, compact
+    from lambdalake.lake.bookkeeping import append_rows
 
     _import_legacy_file(settings)
     rows = [_row(_entry(result, settings, context),
                  getattr(result.validation, "suite_name", None)) for result in results]
     path = results_path(settings)
-    version = append_rows(path, SCHEMA, rows)
-    if version % COMPACT_EVERY == 0:
-        compact(path)
+    append_rows(path, SCHEMA, rows)
     return path
 
 

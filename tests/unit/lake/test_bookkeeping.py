@@ -11,11 +11,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 
+from lambdalake.lake import bookkeeping
 from lambdalake.lake.bookkeeping import (
     FollowedTable,
     Partition,
     TimeSlice,
+    append_rows,
     count_slice,
+    read_rows,
     read_small_slice,
 )
 
@@ -103,6 +106,22 @@ def events(times: list[datetime], first: int) -> pa.Table:
                      "at": pa.array(times, TS),
                      "n": pa.array(range(first, first + len(times)), pa.int64()),
                      "raw": pa.array([b"x" * 100] * len(times), pa.binary())})
+
+
+def test_appends_are_compacted_as_a_table_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bookkeeping table gains a file per append; every ``COMPACT_EVERY`` versions they
+    are rewritten as one, and readers see the same rows."""
+    monkeypatch.setattr(bookkeeping, "COMPACT_EVERY", 3)
+    path, schema = str(tmp_path / "log"), pa.schema([("n", pa.int64())])
+    versions = [append_rows(path, schema, [{"n": n}]) for n in range(2)]
+    assert versions == [1, 2] and len(DeltaTable(path).file_uris()) == 2
+    assert append_rows(path, schema, [{"n": 2}]) == 3  # the compaction commits version 4
+    assert len(DeltaTable(path).file_uris()) == 1 and DeltaTable(path).version() == 4
+    append_rows(path, schema, [{"n": 3}])
+    assert len(DeltaTable(path).file_uris()) == 2
+    assert sorted(row["n"] for row in read_rows(path, schema)) == [0, 1, 2, 3]
 
 
 def test_a_small_slice_is_read_whole_from_the_files_its_statistics_keep(
