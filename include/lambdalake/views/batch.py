@@ -194,11 +194,17 @@ def write_slice(
 
 def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
     """One Delta commit that swaps the table's rows in [start, end) for ``rows``."""
-    from deltalake import write_deltalake
+    from deltalake import DeltaTable, write_deltalake
 
-    # the predicate also on a table's first write (which creates it): a run that lost the
-    # race to create it must replace its interval only, not the other run's rows
-    write_deltalake(delta_rs_uri(path), rows, mode="overwrite", partition_by=["window_start"],
+    uri = delta_rs_uri(path)
+    # created first, empty: two runs whose intervals overlap (a triggered run over days and
+    # the scheduled hour in it) may write a new table at once, and delta-rs checks a
+    # replace against a concurrent one only on a table both read; a first write that
+    # created the table kept both runs' rows of the shared hours. A lost race to create
+    # it fails this commit, which ``retry_on_conflict`` tries again.
+    if not DeltaTable.is_deltatable(uri):
+        DeltaTable.create(uri, schema=rows.schema, mode="ignore", partition_by=["window_start"])
+    write_deltalake(uri, rows, mode="overwrite", partition_by=["window_start"],
                     predicate=interval_predicate(start, end))
 
 
