@@ -53,17 +53,13 @@ def publish(settings: Settings, publications: list[Publication]) -> None:
 
 def published_intervals(settings: Settings, view_name: str) -> list[tuple[datetime, datetime]]:
     """The distinct intervals published for ``view_name``, oldest first."""
-    return intervals_of(read_publications(settings), view_name)
+    return sorted({(r["interval_start"], r["interval_end"])
+                   for r in read_publications(settings) if r["view"] == view_name})
 
 
 def read_publications(settings: Settings) -> list[dict[str, Any]]:
     """Every row of the publication log (none before the first publish)."""
     return read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA)
-
-
-def intervals_of(rows: list[dict[str, Any]], view_name: str) -> list[tuple[datetime, datetime]]:
-    return sorted({(r["interval_start"], r["interval_end"])
-                   for r in rows if r["view"] == view_name})
 
 
 def high_water_marks(settings: Settings) -> HighWaterMarks:
