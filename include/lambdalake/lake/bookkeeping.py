@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -137,6 +137,43 @@ class FollowedTable:
             partition_expression=_partition_condition(values, schema),
         ) for path, values in files.items()]
         return pads.FileSystemDataset(fragments, schema, file_format, storage).to_table()
+
+
+@dataclass(frozen=True)
+class Additions:
+    """What a followed table's new version brings a reader that folds rows in."""
+
+    version: int
+    start_over: bool        # a file read before is gone (compacted, retired): fold anew
+    rows: pa.Table | None   # the rows of the files not read before (None: no such file)
+
+
+class AdditionsReader:
+    """A table followed by the data files each version adds, for a reader that folds their
+    rows into what it keeps (marks, a value per key) and must start over when files it read
+    were removed: a refresh reads what a commit added, not the whole table."""
+
+    def __init__(self, followed: FollowedTable) -> None:
+        self.followed = followed
+        self.version: int | None = None
+        self._read: set[str] = set()
+        self._fold_failed = False
+
+    def poll(self, fold: Callable[[Additions], None]) -> None:
+        """Hand the new version's additions to ``fold`` (nothing while the table is missing
+        or unchanged). A fold that raises may have kept part of them: the next poll starts
+        over rather than fold them twice."""
+        version = self.followed.refresh()
+        if version is None or version == self.version:
+            return
+        files = self.followed.data_files()
+        start_over = self._fold_failed or not self._read <= files.keys()
+        added = files if start_over else {
+            path: values for path, values in files.items() if path not in self._read}
+        additions = Additions(version, start_over, self.followed.read(added) if added else None)
+        self._fold_failed = True
+        fold(additions)
+        self._read, self.version, self._fold_failed = set(files), version, False
 
 
 def _partition_condition(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:

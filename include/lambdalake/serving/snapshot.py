@@ -19,7 +19,7 @@ added since the last refresh (``HighWaterMarks`` keeps the marks up to date from
 the view catalog when its Delta version moved, of the batch view the files added since the
 last refresh (a publish rewrites one interval's partition; removed files' rows are
 dropped), and of the real-time table the files added since the last refresh
-(``FollowedTable.read``; it re-reads the whole table when files were removed, i.e. after
+(``AdditionsReader``; it re-reads the whole table when files were removed, i.e. after
 the serving DAG retired or compacted).
 """
 
@@ -36,7 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake.bookkeeping import FollowedTable, delta_rs_uri
+from lambdalake.lake.bookkeeping import (
+    Additions,
+    AdditionsReader,
+    FollowedTable,
+    delta_rs_uri,
+)
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import RealtimeTable
@@ -120,25 +125,19 @@ class _PublishedMarks:
     the files added since the last one (a publish appends one), not the whole log."""
 
     def __init__(self, path: str, first_day: date) -> None:
-        self.reader = FollowedTable(path)
+        self.additions = AdditionsReader(FollowedTable(path))
         self.first_day = first_day
-        self.version: int | None = None
-        self.files: set[str] = set()
         self.marks = HighWaterMarks(first_day)
 
     def read(self) -> HighWaterMarks:
-        version = self.reader.refresh()
-        if version is None or version == self.version:
-            return self.marks
-        files = self.reader.data_files()
-        if not self.files <= files.keys():  # the log was compacted: start over
-            self.files, self.marks = set(), HighWaterMarks(self.first_day)
-        added = {path: values for path, values in files.items() if path not in self.files}
-        if added:
-            self.marks.add(self.reader.read(added).to_pylist())
-        self.files = set(files)
-        self.version = version
+        self.additions.poll(self._fold)
         return self.marks
+
+    def _fold(self, added: Additions) -> None:
+        if added.start_over:  # the log was compacted
+            self.marks = HighWaterMarks(self.first_day)
+        if added.rows is not None:
+            self.marks.add(added.rows.to_pylist())
 
 
 class _RealtimeRows:
@@ -146,25 +145,19 @@ class _RealtimeRows:
 
     def __init__(self, settings: Settings, view: ViewDefinition) -> None:
         self.view = view
-        self.reader = RealtimeTable(settings, view).follow()
-        self.version: int | None = None
-        self.files: set[str] = set()
+        self.additions = AdditionsReader(RealtimeTable(settings, view).follow())
         self.partials: pa.Table | None = None  # one (combined) partial row per key
         self.rows: pa.Table | None = None      # the same, estimated and sorted by window
 
     def refresh(self) -> tuple[int | None, pa.Table | None]:
-        version = self.reader.refresh()
-        if version is None or version == self.version:
-            return self.version, self.rows
-        files = self.reader.data_files()
-        if not self.files <= files.keys():  # files were retired or compacted: start over
-            self.files, self.partials, self.rows = set(), None, None
-        added = {path: values for path, values in files.items() if path not in self.files}
-        if added:
-            self._add(self.reader.read(added))
-        self.files = set(files)
-        self.version = version
-        return version, self.rows
+        self.additions.poll(self._fold)
+        return self.additions.version, self.rows
+
+    def _fold(self, added: Additions) -> None:
+        if added.start_over:  # files were retired or compacted
+            self.partials, self.rows = None, None
+        if added.rows is not None:
+            self._add(added.rows)
 
     def _add(self, new_rows: pa.Table) -> None:
         """Combine new partial rows into the held values. Only the keys they touch are merged
@@ -279,7 +272,8 @@ class SnapshotStore:
     def realtime_moved(self) -> bool:
         """Whether a real-time table has a commit the snapshots do not hold yet (cheap: what
         the API polls between refreshes, so a speed-layer commit shows at once)."""
-        return any(reader.realtime.reader.moved() for reader in self._readers.values())
+        return any(reader.realtime.additions.followed.moved()
+                   for reader in self._readers.values())
 
     def get(self, view_name: str) -> ViewSnapshot:
         """The newest snapshot of ``view_name`` (taking the first one if none exists yet)."""

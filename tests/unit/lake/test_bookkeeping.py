@@ -13,6 +13,8 @@ from deltalake.exceptions import DeltaProtocolError
 
 from lambdalake.lake import bookkeeping
 from lambdalake.lake.bookkeeping import (
+    Additions,
+    AdditionsReader,
     FollowedTable,
     Partition,
     TimeSlice,
@@ -106,6 +108,42 @@ def events(times: list[datetime], first: int) -> pa.Table:
                      "at": pa.array(times, TS),
                      "n": pa.array(range(first, first + len(times)), pa.int64()),
                      "raw": pa.array([b"x" * 100] * len(times), pa.binary())})
+
+
+def test_a_reader_folds_each_commits_files_once_and_starts_over_when_files_go(
+    tmp_path: Path,
+) -> None:
+    """A fold gets the rows of the files a commit added; after a delete (files removed) or a
+    fold that failed partway, it gets every file again, marked to start over."""
+    path = str(tmp_path / "t")
+    noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    folded: list[tuple[int, bool, list[int]]] = []
+
+    def fold(added: Additions) -> None:
+        numbers = [] if added.rows is None else sorted(added.rows.column("n").to_pylist())
+        folded.append((added.version, added.start_over, numbers))
+
+    additions = AdditionsReader(FollowedTable(path))
+    additions.poll(fold)  # no table yet
+    write_deltalake(path, rows([noon, noon], ["/a", "/b"], 0))
+    additions.poll(fold)
+    additions.poll(fold)  # unchanged
+    write_deltalake(path, rows([noon], ["/c"], 2), mode="append")
+    additions.poll(fold)
+    DeltaTable(path).delete("page = '/a'")
+    additions.poll(fold)
+    assert folded == [(0, False, [0, 1]), (1, False, [2]), (2, True, [1, 2])]
+
+    def failing(added: Additions) -> None:
+        fold(added)
+        raise RuntimeError("partway")
+
+    write_deltalake(path, rows([noon], ["/d"], 3), mode="append")
+    with pytest.raises(RuntimeError):
+        additions.poll(failing)
+    additions.poll(fold)
+    assert folded[-2:] == [(3, False, [3]), (3, True, [1, 2, 3])]
+    assert additions.version == 3
 
 
 def test_appends_are_compacted_as_a_table_grows(
