@@ -97,14 +97,24 @@ def write_micro_batch(
     and inside the classification stage it made Spark generate and compile that stage's
     code (about 5,000 lines of Java) again for every batch, which then ran before the JIT
     had warmed up to it. Bronze gets a commit for every batch (the ledger's record of where
-    ingest is); quarantine only for a batch that quarantined something."""
+    ingest is); quarantine only for a batch that quarantined something, which bronze's
+    write counts as it goes (an ``Observation``: a Spark job less per batch than asking the
+    cached batch, 0.07 s of a 5,000-record batch's 1 s)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     rows = stored_rows(classified, contracts).persist()
     try:
         stamped = with_ingest_time(rows, datetime.now(UTC))
-        ledger.append(bronze_rows(stamped, contracts), settings.table_path(BRONZE_TABLE),
-                      "event_date", batch_id, properties=TABLE_PROPERTIES[BRONZE_TABLE])
+        quarantined = Observation()
+        counted = stamped.observe(
+            quarantined, F.count_if(F.col("quarantine_reason").isNotNull()).alias("rows"))
+        wrote_bronze = ledger.append(
+            bronze_rows(counted, contracts), settings.table_path(BRONZE_TABLE), "event_date",
+            batch_id, properties=TABLE_PROPERTIES[BRONZE_TABLE])
         ledger.append(quarantine_rows(stamped), settings.table_path(QUARANTINE_TABLE),
                       "ingest_date", batch_id, every_batch=False,
+                      rows=quarantined.get["rows"] if wrote_bronze else None,
                       properties=TABLE_PROPERTIES[QUARANTINE_TABLE])
     finally:
         rows.unpersist()

@@ -103,14 +103,16 @@ class BatchLedger:
         return self._committed[path]
 
     def append(self, frame: DataFrame, path: str, partition: str, batch_id: int, *,
-               every_batch: bool = True, properties: Mapping[str, str] | None = None) -> bool:
+               every_batch: bool = True, rows: int | None = None,
+               properties: Mapping[str, str] | None = None) -> bool:
         """Append ``frame`` as batch ``batch_id`` unless ``path`` committed it; whether it
         did now. Without ``every_batch`` an empty frame commits nothing (a commit costs about
-        0.3 s; a replay finds the same frame empty). ``properties``: the ``delta.*`` table
+        0.3 s; a replay finds the same frame empty); ``rows``, the frame's row count if
+        known, spares the Spark job that looks. ``properties``: the ``delta.*`` table
         properties the first write creates the table with (Delta ignores them after)."""
         if self.committed(path, batch_id, every_batch=every_batch) >= batch_id:
             return False
-        if not every_batch and frame.isEmpty():
+        if not every_batch and (frame.isEmpty() if rows is None else rows == 0):
             return False
         (
             frame.write.format("delta").mode("append")

@@ -86,6 +86,7 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     # another query (a new checkpoint) writes its own batch 0
     write_micro_batch(batch, lake, contracts, BatchLedger("other-app"), batch_id=0)
     assert bronze.count() == 4
+    assert quarantine.count() == 2  # the count bronze's write observed sent the row there
 
     ledger = BatchLedger("test-app")
     quarantined = DeltaTable(lake.table_path(QUARANTINE_TABLE)).version()
