@@ -275,7 +275,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     with Stopwatch() as draining:
         wait_caught_up(run, timeout=drain_timeout(manifest.produced))
     ingest_process(run).stop(timeout=120)
-    delays = _visibility_delays(run, after_version=warmed)
+    delays = visibility_delays(run, after_version=warmed)
     stats = summary(delays)
     offered = manifest.produced / producing.seconds
     return [
@@ -289,7 +289,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     ]
 
 
-def _visibility_delays(settings: Settings, after_version: int) -> list[float]:
+def visibility_delays(settings: Settings, after_version: int) -> list[float]:
     """Per record that a version after ``after_version`` added: that version's commit time -
     the record's Kafka timestamp."""
     path = settings.table_path(BRONZE_TABLE)

@@ -28,7 +28,8 @@ slope after the run's first tenth, held to 1 % of the offered rate), and the mem
 cores of each process of the stack. The sustained rate is the highest offered rate whose
 run (5 minutes in the full profile) kept the lag from growing. Ingest runs as the stack runs
 it, at a lower CPU priority (``ingest.niceness``); its lag is measured the same way and
-reported beside the speed layer's (``ingest``), since it may fall behind while CPU is short.
+reported beside the speed layer's (``ingest``), since it may fall behind while CPU is short,
+and so is its freshness (produce -> visible in bronze, every record of the run).
 """
 
 from __future__ import annotations
@@ -60,11 +61,13 @@ from bench.common import (
     fresh_run,
     summary,
 )
-from bench.ingest import bare_consumer_drain
+from bench.ingest import bare_consumer_drain, visibility_delays
 from lambdalake.catalogue import Catalogue
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.status import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
+from lambdalake.lake.bookkeeping import table_version
+from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.operations.traffic import reference_producers, traffic_generator
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
@@ -320,6 +323,7 @@ def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
             duplicate_fraction=0.0, late_fraction=0.0, seed=302,
             products=REFERENCE_PRODUCTS)), producer)
         wait_caught_up(run, INGEST, timeout=600)
+        bronze_warmed = table_version(run.table_path(BRONZE_TABLE))
         warm = wait_speed_caught_up(run, timeout=600)
         stop, bare, polls = threading.Event(), [], []
         listener = threading.Thread(target=_bare_delays, args=(run, stop, bare))
@@ -339,6 +343,7 @@ def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
         stop.set()
         listener.join()
         poller.join()
+        wait_caught_up(run, INGEST, timeout=drain_timeout(manifest.produced))
     finally:
         _stop(run)
     topic = run.kafka.events_topic.name
@@ -365,6 +370,7 @@ def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
                             "ingest": lag_figures([ingest_lag], offered)})
     results = [
         kept_up,
+        _bronze_freshness(run, bronze_warmed, manifest.produced, rate, of),
         Result(name=f"speed layer CPU at {rate:,} events/s (ingest beside it){of}",
                unit=f"cores of {os.cpu_count()}",
                value=round(sum(resources.cores[shard.app] for shard in layout), 2),
@@ -390,6 +396,22 @@ def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
                 plot=Plot("freshness", series + of, rate),
             ))
     return results
+
+
+def _bronze_freshness(run: Settings, warmed: int, produced: int, rate: int, of: str) -> Result:
+    """Ingest's freshness beside the speed layer: per record of the measured run, the bronze
+    commit that added it - its Kafka timestamp (``bench.ingest.visibility_delays``)."""
+    delays = visibility_delays(run, after_version=warmed)
+    if len(delays) != produced:  # else it measured other records than the run's
+        raise AssertionError(f"bronze gained {len(delays):,} records after the warm-up; "
+                             f"the run produced {produced:,}")
+    stats = summary(delays)
+    return Result(
+        name=f"ingest freshness beside the speed layer at {rate:,} events/s "
+             f"(produce -> visible in bronze){of}",
+        unit="s (p99)", value=stats["p99"], goal="p99 < 5 s at 5,000 records/s",
+        details={**stats, "rate": rate, "distribution": distribution(delays)},
+        plot=Plot("freshness", "ingest -> bronze, beside the speed layer" + of, rate))
 
 
 def throughput(settings: Settings, records: int,

@@ -1,21 +1,28 @@
-"""The speed benchmark's bookkeeping: which batch consumed a record, and the lag."""
+"""The speed benchmark's bookkeeping: which batch consumed a record, the lag, and bronze's
+freshness beside it."""
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from bench.common import Result, consumption
 from bench.speed import (
     _batch_ends,
+    _bronze_freshness,
     lag_after_batches,
     lag_figures,
     lag_growth,
     sustained_rate,
 )
+from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.settings import Settings
 
 
 def offset_log(checkpoint: Path, batches: dict[int, dict[str, int]]) -> None:
@@ -115,3 +122,25 @@ def test_the_sustained_rate_is_the_highest_rate_kept_up_with_as_every_lower_one(
              consumption_at(10_000, 10_000, True)]
     assert sustained_rate(noisy).value == 1_000
     assert sustained_rate(runs[:1]).value == 0
+
+
+def test_bronze_freshness_takes_the_records_committed_after_the_warm_up_and_all_of_them(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(state_dir=tmp_path)
+    path = settings.table_path(BRONZE_TABLE)
+    now = datetime.now(UTC)
+
+    def commit(seconds_ago: list[int]) -> None:
+        stamps = pa.array([now - timedelta(seconds=s) for s in seconds_ago],
+                          pa.timestamp("us", tz="UTC"))
+        write_deltalake(path, pa.table({"kafka_timestamp": stamps}), mode="append")
+
+    commit([600])  # the warm-up's: ten minutes old, not the run's
+    commit([2, 1])
+    commit([3])
+    result = _bronze_freshness(settings, 0, 3, 5_000, "")
+    assert result.details["n"] == 3
+    assert 1 <= result.details["p50"] <= result.value < 60
+    with pytest.raises(AssertionError, match="bronze gained 3 records after the warm-up"):
+        _bronze_freshness(settings, 0, 4, 5_000, "")
