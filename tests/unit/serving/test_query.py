@@ -131,6 +131,28 @@ def test_a_rewritten_interval_is_read_again_and_nothing_else(
     assert store.get("page_traffic").batch_rows.equals(expected)
 
 
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_batch_rows_are_held_in_window_order_whatever_order_their_files_came_in(
+    lake: Settings, views: dict[str, ViewDefinition], partitioned: bool
+) -> None:
+    """A query slices the held rows by binary search on ``window_start``: the files of later
+    commits hold earlier hours here, and a table not partitioned by window (an older
+    layout) has its rows sorted instead."""
+    path = lake.table_path(physical_table("page_traffic", 1))
+    store = SnapshotStore(lake, views)
+    for hours in ([5, 3], [4], [0, 2, 1]):
+        write_deltalake(path, pa.table({
+            **view_columns([(h, "/a", h) for h in hours]),
+            "run_id": ["run"] * len(hours),
+            "bronze_version": pa.array([3] * len(hours), pa.int64()),
+            "computed_at": pa.array([MIDNIGHT] * len(hours), TS),
+        }), mode="append", partition_by=["window_start"] if partitioned else None)
+        store.refresh()
+    held = store.get("page_traffic").batch_rows
+    assert held.column("views").to_pylist() == [0, 1, 2, 3, 4, 5]
+    assert held.equals(by_window(pa.table(DeltaTable(path).to_pyarrow_table())))
+
+
 def test_the_mark_follows_each_publish_from_its_file_alone_and_after_a_compaction(
     lake: Settings, views: dict[str, ViewDefinition], monkeypatch: pytest.MonkeyPatch
 ) -> None:
