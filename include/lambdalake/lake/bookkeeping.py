@@ -144,8 +144,9 @@ class Additions:
     """What a followed table's new version brings a reader that folds rows in."""
 
     version: int
-    start_over: bool        # a file read before is gone (compacted, retired): fold anew
-    rows: pa.Table | None   # the rows of the files not read before (None: no such file)
+    start_over: bool        # fold anew: a file read before is gone (compacted, retired), or
+                            # the last fold failed partway
+    rows: pa.Table | None   # the files not read before (all, when starting over); None: none
 
 
 class AdditionsReader:
@@ -158,6 +159,12 @@ class AdditionsReader:
         self.version: int | None = None
         self._read: set[str] = set()
         self._fold_failed = False
+
+    def behind(self) -> bool:
+        """Whether a poll would bring something: a newer commit exists (one file lookup), or
+        the last poll failed after its table caught up."""
+        table = self.followed.table
+        return self.followed.moved() or (table is not None and table.version() != self.version)
 
     def poll(self, fold: Callable[[Additions], None]) -> None:
         """Hand the new version's additions to ``fold`` (nothing while the table is missing

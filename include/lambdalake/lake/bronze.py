@@ -107,6 +107,8 @@ def write_micro_batch(
     try:
         stamped = with_ingest_time(rows, datetime.now(UTC))
         quarantined = Observation()
+        # Spark completes an Observation with the first query that runs it: bronze's write
+        # must be the only action on ``counted``, or the count would be another query's
         counted = stamped.observe(
             quarantined, F.count_if(F.col("quarantine_reason").isNotNull()).alias("rows"))
         wrote_bronze = ledger.append(
@@ -114,7 +116,7 @@ def write_micro_batch(
             batch_id, properties=TABLE_PROPERTIES[BRONZE_TABLE])
         ledger.append(quarantine_rows(stamped), settings.table_path(QUARANTINE_TABLE),
                       "ingest_date", batch_id, every_batch=False,
-                      rows=quarantined.get["rows"] if wrote_bronze else None,
+                      rows=quarantined.get.get("rows") if wrote_bronze else None,
                       properties=TABLE_PROPERTIES[QUARANTINE_TABLE])
     finally:
         rows.unpersist()

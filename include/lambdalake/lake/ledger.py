@@ -107,9 +107,10 @@ class BatchLedger:
                properties: Mapping[str, str] | None = None) -> bool:
         """Append ``frame`` as batch ``batch_id`` unless ``path`` committed it; whether it
         did now. Without ``every_batch`` an empty frame commits nothing (a commit costs about
-        0.3 s; a replay finds the same frame empty); ``rows``, the frame's row count if
-        known, spares the Spark job that looks. ``properties``: the ``delta.*`` table
-        properties the first write creates the table with (Delta ignores them after)."""
+        0.3 s; a replay finds the same frame empty); ``rows``, the frame's exact row count
+        if known, spares the Spark job that looks (a wrong 0 would drop the batch).
+        ``properties``: the ``delta.*`` table properties the first write creates the table
+        with (Delta ignores them after)."""
         if self.committed(path, batch_id, every_batch=every_batch) >= batch_id:
             return False
         if not every_batch and (frame.isEmpty() if rows is None else rows == 0):

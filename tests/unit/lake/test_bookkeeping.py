@@ -114,7 +114,8 @@ def test_a_reader_folds_each_commits_files_once_and_starts_over_when_files_go(
     tmp_path: Path,
 ) -> None:
     """A fold gets the rows of the files a commit added; after a delete (files removed) or a
-    fold that failed partway, it gets every file again, marked to start over."""
+    fold that failed partway, it gets every file again, marked to start over (and a failed
+    fold leaves the reader behind, so the serving API refreshes again at once)."""
     path = str(tmp_path / "t")
     noon = datetime(2026, 11, 20, 12, tzinfo=UTC)
     folded: list[tuple[int, bool, list[int]]] = []
@@ -139,11 +140,14 @@ def test_a_reader_folds_each_commits_files_once_and_starts_over_when_files_go(
         raise RuntimeError("partway")
 
     write_deltalake(path, rows([noon], ["/d"], 3), mode="append")
+    assert additions.behind()
     with pytest.raises(RuntimeError):
         additions.poll(failing)
+    assert additions.behind() and not additions.followed.moved()  # caught up, not folded
     additions.poll(fold)
     assert folded[-2:] == [(3, False, [3]), (3, True, [1, 2, 3])]
     assert additions.version == 3
+    assert not additions.behind()
 
 
 def test_appends_are_compacted_as_a_table_grows(
