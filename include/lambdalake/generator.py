@@ -272,12 +272,15 @@ def produce_traffic(
 ) -> Manifest:
     """Send every record of ``generator`` through ``producer`` at the profile's rate, and the
     reference changes (if the profile has them) through ``reference``'s producer of each
-    entity's topic."""
+    entity's topic. The manifest counts this call's deliveries: a producer may have sent
+    before (a benchmark's warm-up), and its counts are its lifetime's."""
     profile = generator.profile
     manifest = Manifest(seed=profile.seed, topic=producer.topic,
                         profile=asdict(profile))
     catalogue = generator.catalogue()
     producers: Mapping[str, Any] = reference or {}
+    before = {name: (p.counts.acknowledged, p.counts.failed)
+              for name, p in [("", producer), *producers.items()]}
     if catalogue is not None and not producers:
         raise ValueError("the profile has reference data: pass a producer per entity")
 
@@ -317,13 +320,13 @@ def produce_traffic(
         if bar is not None and index % 1000 == 999:
             bar.update(1000)
     producer.flush()
-    for entity_producer in producers.values():
+    for entity, entity_producer in producers.items():
         entity_producer.flush()
-        manifest.reference_acknowledged += entity_producer.counts.acknowledged
+        manifest.reference_acknowledged += entity_producer.counts.acknowledged - before[entity][0]
     if bar is not None:
         bar.update(manifest.produced - bar.n)
         bar.close()
-    manifest.acknowledged = producer.counts.acknowledged
-    manifest.failed = producer.counts.failed + sum(
-        p.counts.failed for p in producers.values())
+    manifest.acknowledged = producer.counts.acknowledged - before[""][0]
+    manifest.failed = sum(p.counts.failed - before[name][1]
+                          for name, p in [("", producer), *producers.items()])
     return manifest

@@ -117,6 +117,21 @@ def test_manifest_reconciles_and_round_trips(tmp_path: Path) -> None:
     assert again.malformed == manifest.malformed > 0
 
 
+def test_a_manifest_counts_its_own_deliveries_on_a_producer_that_sent_before() -> None:
+    """A benchmark warms its stack up with the producer it then measures with."""
+    producer = CountingProducer()
+    reference = {entity: CountingProducer(name=entity) for entity in ("product", "user_profile")}
+    profile = TrafficProfile(count=2000, seed=2, start_time=START, users=300, products=50,
+                             event_time_rate=5, reference_change_every=100)
+    warm_up = produce_traffic(TrafficGenerator(profile), producer, reference=reference)
+    producer.counts.failed = reference["product"].counts.failed = 1  # earlier failures
+    measured = produce_traffic(TrafficGenerator(replace(profile, seed=3)), producer,
+                               reference=reference)
+    assert warm_up.acknowledged == measured.acknowledged == measured.produced == 2000
+    assert measured.reference_acknowledged == len(measured.reference_changes) > 0
+    assert measured.failed == 0
+
+
 def test_reference_changes_travel_beside_the_events_inside_their_hours(tmp_path: Path) -> None:
     journal: list[str] = []
     events = CountingProducer(journal)
