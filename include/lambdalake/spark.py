@@ -18,6 +18,7 @@ not a driver JVM; two tasks never share temporary views or SQL settings.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 HUGE_METHODS_COMPILED = "-XX:-DontCompileHugeMethods"
 
+log = logging.getLogger(__name__)
+
 
 def connect_retry_policy() -> RetryPolicy:
     """How long a task's client retries an unreachable server: about 15 s (5 retries,
@@ -57,7 +60,13 @@ class SparkConnectUnavailable(RuntimeError):
 def spark_conf(
     app_name: str, settings: Settings, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Every Spark property the factory sets, as plain data (tested without a JVM)."""
+    """Every Spark property the factory sets, as plain data (tested without a JVM).
+
+    A job's own properties (``extra``: ingest's Java options, the gates' planning) win over
+    the deployment's ``spark.extra_conf``, as they do on a Connect session, where a task
+    sets them on top of the server's; a property set both ways is logged, not dropped
+    silently. Java options a deployment adds go in ``extraJavaOptions``, which Spark
+    appends to the ``defaultJavaOptions`` the platform and ingest set."""
     spark = settings.spark
     partitions = str(spark.shuffle_partitions)
     conf = {
@@ -92,7 +101,11 @@ def spark_conf(
     }
     conf.update(spark_properties(settings))
     conf.update(spark.extra_conf)
-    conf.update(extra or {})
+    for key, value in (extra or {}).items():
+        if spark.extra_conf.get(key, value) != value:
+            log.warning("spark.extra_conf sets %s, which the %s job sets itself: it runs "
+                        "with %r", key, app_name, value)
+        conf[key] = value
     return conf
 
 

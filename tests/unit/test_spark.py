@@ -41,6 +41,21 @@ def test_master_and_tuning_come_from_settings(tmp_path: Path) -> None:
     assert conf["spark.ui.enabled"] == "false"
 
 
+def test_a_jobs_own_property_wins_over_extra_conf_and_the_conflict_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As on a Connect session, where a task sets its own SQL settings over the server's."""
+    settings = settings_with_jars(tmp_path, spark={"extra_conf": {
+        "spark.sql.adaptive.enabled": "true", "spark.executor.memory": "1g"}})
+    with caplog.at_level("WARNING", logger="lambdalake.spark"):
+        conf = spark_conf("gates", settings, {"spark.sql.adaptive.enabled": "false",
+                                              "spark.executor.memory": "1g"})
+    assert conf["spark.sql.adaptive.enabled"] == "false"
+    assert [record.getMessage() for record in caplog.records] == [
+        "spark.extra_conf sets spark.sql.adaptive.enabled, which the gates job sets itself: "
+        "it runs with 'false'"]  # the same value set twice is no conflict
+
+
 def test_huge_generated_methods_are_jit_compiled_whatever_java_options_are_added(
     tmp_path: Path,
 ) -> None:

@@ -41,13 +41,13 @@ INGEST_JAVA_OPTIONS = f"{HUGE_METHODS_COMPILED} -XX:+UseParallelGC"
 
 Measured 2026-11-28 on two cores (``python -m bench.ingest_profile --records 1200000
 --per-batch 200000``, G1 and parallel interleaved, three pairs of runs): four sustained
-200,000-record batches took 25.5-28.9 s with G1 and 20.1-23.5 s with the parallel
-collector, 18-25 % less in every pair (2 GiB heap either way; 4 GiB did not help). The
-two paused about as long (2.3 s each in a pair logged with ``-Xlog:gc``); G1 also ran
-24 concurrent marking cycles beside the tasks and pays write barriers on every store,
-which is where the difference most likely goes. A full collection of the parallel
-collector stops a batch outright; ingest's batches are seconds long and absorb it. The
-speed layer, whose answer is the freshest, keeps G1."""
+200,000-record batches (2-5 of each run; 0 and 1 warm the JVM up) took 25.5-28.9 s with
+G1 and 20.1-23.5 s with the parallel collector, 18-25 % less in every pair (2 GiB heap
+either way; 4 GiB did not help). The two paused about as long (2.3 s each in a pair
+logged with ``-Xlog:gc``); G1 also ran 24 concurrent marking cycles beside the tasks and
+pays write barriers on every store, which is where the difference most likely goes. A
+full collection of the parallel collector stops a batch outright; ingest's batches are
+seconds long and absorb it. The speed layer, whose answer is the freshest, keeps G1."""
 
 INGEST_SPARK_CONF = {
     # Delta checkpoints a table's state every ``checkpointInterval`` commits, inside the
