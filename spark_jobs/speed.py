@@ -6,7 +6,7 @@
 import argparse
 
 from lambdalake.settings import get_settings
-from lambdalake.spark import get_spark
+from lambdalake.spark import STREAM_SPARK_CONF, get_spark
 from lambdalake.speed.stream import run
 
 if __name__ == "__main__":
@@ -16,4 +16,4 @@ if __name__ == "__main__":
                         help="which of the speed.shards instances this is (default: 0)")
     args = parser.parse_args()
     settings = get_settings()
-    run(get_spark("speed", settings), settings, args.views, args.shard)
+    run(get_spark("speed", settings, STREAM_SPARK_CONF), settings, args.views, args.shard)

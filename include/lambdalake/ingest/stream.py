@@ -28,26 +28,13 @@ from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.kafka.topics import ensure_platform_topics
 from lambdalake.lake.bronze import upgrade_tables, write_micro_batch
 from lambdalake.settings import Settings
-from lambdalake.spark import HUGE_METHODS_COMPILED
+from lambdalake.spark import STREAM_SPARK_CONF
 from lambdalake.streaming.progress import query_progress
 from lambdalake.streaming.runner import PlanOutdated, query_ledger, run_until_stopped
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-INGEST_JAVA_OPTIONS = f"{HUGE_METHODS_COMPILED} -XX:+UseParallelGC"
-"""Ingest's JVMs collect garbage with the throughput collector, not G1 (Java's default).
-
-Measured 2026-11-28 on two cores (``python -m bench.ingest_profile --records 1200000
---per-batch 200000``, G1 and parallel interleaved, three pairs of runs): four sustained
-200,000-record batches (2-5 of each run; 0 and 1 warm the JVM up) took 25.5-28.9 s with
-G1 and 20.1-23.5 s with the parallel collector, 18-25 % less in every pair (2 GiB heap
-either way; 4 GiB did not help). The two paused about as long (2.3 s each in a pair
-logged with ``-Xlog:gc``); G1 also ran 24 concurrent marking cycles beside the tasks and
-pays write barriers on every store, which is where the difference most likely goes. A
-full collection of the parallel collector stops a batch outright; ingest's batches are
-seconds long and absorb it. The speed layer, whose answer is the freshest, keeps G1."""
 
 INGEST_SPARK_CONF = {
     # Delta checkpoints a table's state every ``checkpointInterval`` commits, inside the
@@ -61,8 +48,7 @@ INGEST_SPARK_CONF = {
     # more than it saves (a 200,000-record batch cached and written in 7.0 s instead of
     # 7.9 s, best of six interleaved runs). It is held uncompressed for a second or two
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.driver.defaultJavaOptions": INGEST_JAVA_OPTIONS,
-    "spark.executor.defaultJavaOptions": INGEST_JAVA_OPTIONS,
+    **STREAM_SPARK_CONF,
 }
 """Spark settings of the ingest application (``spark_jobs/ingest.py``)."""
 

@@ -1,8 +1,9 @@
-"""How ingest's Spark JVMs are started."""
+"""How the streams' Spark JVMs (ingest, the speed layer) are started."""
 
 from __future__ import annotations
 
 import runpy
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,34 +12,38 @@ import pytest
 import lambdalake.ingest.stream
 import lambdalake.settings
 import lambdalake.spark
+import lambdalake.speed.stream
 from lambdalake.spark import spark_conf
 from tests.support.spark_settings import settings_with_jars
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
+STREAMS = {"ingest": lambdalake.ingest.stream, "speed": lambdalake.speed.stream}
 
 
-def entry_point_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+def entry_point_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: str,
                      extra_conf: dict[str, str]) -> dict[str, str]:
-    """The Spark properties ``spark_jobs/ingest.py`` starts its session with."""
+    """The Spark properties ``spark_jobs/<stream>.py`` starts its session with."""
     settings = settings_with_jars(tmp_path, spark={"extra_conf": extra_conf})
-    sessions: list[tuple[str, Any, Any]] = []
+    sessions: list[tuple[Any, ...]] = []
     monkeypatch.setattr(lambdalake.settings, "get_settings", lambda: settings)
     monkeypatch.setattr(lambdalake.spark, "get_spark",
                         lambda *args: sessions.append(args) or "session")
-    monkeypatch.setattr(lambdalake.ingest.stream, "run", lambda *args: None)
-    runpy.run_path(str(PROJECT_ROOT / "spark_jobs" / "ingest.py"), run_name="__main__")
+    monkeypatch.setattr(STREAMS[stream], "run", lambda *args: None)
+    monkeypatch.setattr(sys, "argv", [f"{stream}.py"])
+    runpy.run_path(str(PROJECT_ROOT / "spark_jobs" / f"{stream}.py"), run_name="__main__")
     [(app_name, session_settings, job_conf)] = sessions
     return spark_conf(app_name, session_settings, job_conf)
 
 
 @pytest.mark.parametrize("side", ["driver", "executor"])
-def test_ingest_collects_garbage_for_throughput_and_still_compiles_huge_methods(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, side: str,
+@pytest.mark.parametrize("stream", sorted(STREAMS))
+def test_streams_collect_garbage_for_throughput_and_still_compile_huge_methods(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: str, side: str,
 ) -> None:
-    """Ingest's options replace the platform's default Java options, so they must keep the
-    flag that JIT-compiles the classification stage's generated method; a deployment's
+    """The streams' options replace the platform's default Java options, so they must keep
+    the flag that JIT-compiles the classification stage's generated method; a deployment's
     own options are added after them."""
-    conf = entry_point_conf(monkeypatch, tmp_path,
+    conf = entry_point_conf(monkeypatch, tmp_path, stream,
                             {f"spark.{side}.extraJavaOptions": "-Xss4m"})
     options = conf[f"spark.{side}.defaultJavaOptions"].split()
     assert "-XX:+UseParallelGC" in options
@@ -46,11 +51,11 @@ def test_ingest_collects_garbage_for_throughput_and_still_compiles_huge_methods(
     assert conf[f"spark.{side}.extraJavaOptions"] == "-Xss4m"
 
 
-def test_a_deployments_default_java_options_do_not_replace_ingests(
+def test_a_deployments_default_java_options_do_not_replace_a_streams(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level("WARNING", logger="lambdalake.spark"):
-        conf = entry_point_conf(monkeypatch, tmp_path,
+        conf = entry_point_conf(monkeypatch, tmp_path, "speed",
                                 {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC"})
     assert "-XX:+UseParallelGC" in conf["spark.driver.defaultJavaOptions"].split()
-    assert "spark.driver.defaultJavaOptions, which the ingest job sets itself" in caplog.text
+    assert "spark.driver.defaultJavaOptions, which the speed job sets itself" in caplog.text
