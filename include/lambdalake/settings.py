@@ -251,7 +251,7 @@ class SparkSettings(BaseModel):
     driver_memory: str = "2g"
     ui_enabled: bool = Field(False, description="the Spark UI (off: one port less)")
     extra_conf: dict[str, str] = Field(
-        default_factory=dict, description="JSON object of Spark properties (a job's own win)")
+        default_factory=dict, description="JSON object of Spark properties (a job's own ones win)")
     standalone_port: int = Field(7077, description="`lambdalake spark-cluster` master port")
     standalone_ui_port: int = 8090
     standalone_worker_cores: int = Field(1, ge=1)

@@ -49,17 +49,19 @@ Measured 2026-11-28 on two cores, each collector's runs interleaved with the oth
   pairs: four sustained 200,000-record batches (2-5 of each run; 0 and 1 warm the JVM up)
   took 25.5-28.9 s with G1 and 20.1-23.5 s with the parallel collector, 18-25 % less in
   every pair (2 GiB heap either way; 4 GiB did not help);
-- the speed layer beside ingest, ``bench.speed.freshness`` at 5,000 events/s, four pairs:
-  p99 from produced to readable in Delta lower in every pair (G1 2.57-3.62 s, parallel
-  2.23-2.97 s) on 4-11 % less CPU.
+- the speed layer beside ingest, ``bench.speed.freshness`` at 5,000 events/s for 30 s,
+  four pairs: the funnel view's p99 from produced to readable in Delta lower in every
+  pair (G1 2.57-3.62 s, parallel 2.23-2.97 s) on 4-11 % less CPU; the speed JVM's peak
+  resident memory 1.6-2.6 GiB with G1, 1.7-3.0 GiB with the parallel collector.
 
 The two paused about as long (2.3 s each in an ingest pair logged with ``-Xlog:gc``); G1
 also ran 24 concurrent marking cycles beside the tasks and pays write barriers on every
-store, which is where the difference most likely goes. The speed JVM's peak resident
-memory was higher with the parallel collector in two pairs and lower in two (1.6-3.0 GiB
-either way)."""
+store, which is where the difference most likely goes. A full collection of the parallel
+collector stops every thread of the JVM at once: ingest's batches are seconds long and
+absorb it; the speed layer's 30-second runs were too short to show one, so its p99 over
+hours is not measured yet."""
 
-STREAM_SPARK_CONF = {"spark.driver.defaultJavaOptions": STREAM_JAVA_OPTIONS,
+STREAM_SPARK_CONF: Mapping[str, str] = {"spark.driver.defaultJavaOptions": STREAM_JAVA_OPTIONS,
                      "spark.executor.defaultJavaOptions": STREAM_JAVA_OPTIONS}
 """The streams' Java options; they replace the platform's default ones, so they keep
 ``HUGE_METHODS_COMPILED``."""
@@ -87,11 +89,11 @@ def spark_conf(
 ) -> dict[str, str]:
     """Every Spark property the factory sets, as plain data (tested without a JVM).
 
-    A job's own properties (``extra``: ingest's Java options, the gates' planning) win over
-    the deployment's ``spark.extra_conf``, as they do on a Connect session, where a task
-    sets them on top of the server's; a property set both ways is logged, not dropped
-    silently. Java options a deployment adds go in ``extraJavaOptions``, which Spark
-    appends to the ``defaultJavaOptions`` the platform and ingest set."""
+    A job's own properties (``extra``: the streams' Java options, the gates' planning) win
+    over the deployment's ``spark.extra_conf``, as they do on a task's Connect session
+    (``session_conf``); a property set both ways is logged, not dropped silently. Java
+    options a deployment adds go in ``extraJavaOptions``, which Spark appends to the
+    ``defaultJavaOptions`` the platform and the streams set."""
     spark = settings.spark
     partitions = str(spark.shuffle_partitions)
     conf = {
@@ -126,10 +128,18 @@ def spark_conf(
     }
     conf.update(spark_properties(settings))
     conf.update(spark.extra_conf)
-    for key, value in (extra or {}).items():
-        if spark.extra_conf.get(key, value) != value:
-            log.warning("spark.extra_conf sets %s, which the %s job sets itself: it runs "
-                        "with %r", key, app_name, value)
+    return set_over_extra_conf(conf, extra or {}, spark.extra_conf, f"the {app_name} job")
+
+
+def set_over_extra_conf(conf: dict[str, str], own: Mapping[str, str],
+                        extra_conf: Mapping[str, str], owner: str) -> dict[str, str]:
+    """``conf`` with ``owner``'s own properties set over it, each one that the deployment's
+    ``spark.extra_conf`` sets otherwise logged (an operator's setting that loses should
+    say so)."""
+    for key, value in own.items():
+        if extra_conf.get(key, value) != value:
+            log.warning("LAMBDALAKE_SPARK__EXTRA_CONF sets %s=%r; %s sets it to %r, which "
+                        "wins", key, extra_conf[key], owner, value)
         conf[key] = value
     return conf
 
@@ -155,12 +165,14 @@ def get_spark(
 
 
 def session_conf(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The SQL settings a task sets on its own Connect session (the server has the rest)."""
-    return {
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
-        **(extra or {}),
-    }
+    """The SQL settings a task sets on its own Connect session, over the server's: UTC, the
+    shuffle partitions and the job's own (``extra``). The stack's own server started with
+    ``spark.extra_conf``; a property of it that a session sets otherwise is logged."""
+    spark = settings.spark
+    own = {"spark.sql.session.timeZone": "UTC",
+           "spark.sql.shuffle.partitions": str(spark.shuffle_partitions), **(extra or {})}
+    server_conf = spark.extra_conf if spark.runs_connect_server else {}
+    return set_over_extra_conf({}, own, server_conf, "a task's Connect session")
 
 
 @contextmanager

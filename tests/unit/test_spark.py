@@ -52,8 +52,8 @@ def test_a_jobs_own_property_wins_over_extra_conf_and_the_conflict_is_logged(
                                               "spark.executor.memory": "1g"})
     assert conf["spark.sql.adaptive.enabled"] == "false"
     assert [record.getMessage() for record in caplog.records] == [
-        "spark.extra_conf sets spark.sql.adaptive.enabled, which the gates job sets itself: "
-        "it runs with 'false'"]  # the same value set twice is no conflict
+        "LAMBDALAKE_SPARK__EXTRA_CONF sets spark.sql.adaptive.enabled='true'; the gates job "
+        "sets it to 'false', which wins"]  # the same value set twice is no conflict
 
 
 def test_huge_generated_methods_are_jit_compiled_whatever_java_options_are_added(
@@ -78,6 +78,24 @@ def test_a_task_session_sets_only_sql_settings_on_its_connect_session(tmp_path: 
                                    "spark.sql.shuffle.partitions": "1"})
     assert conf == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
                     "spark.sql.adaptive.enabled": "false"}
+
+
+def test_a_task_session_over_the_stacks_own_server_logs_the_extra_conf_it_overrides(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stack's server started with extra_conf; an external server never saw it."""
+    extra_conf = {"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.enabled": "true"}
+    gates = {"spark.sql.adaptive.enabled": "false"}
+    with caplog.at_level("WARNING", logger="lambdalake.spark"):
+        conf = session_conf(Settings(state_dir=tmp_path, spark={"extra_conf": extra_conf}),
+                            gates)
+        session_conf(Settings(state_dir=tmp_path, spark={
+            "extra_conf": extra_conf, "connect_url": "sc://spark.example:443"}), gates)
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.sql.adaptive.enabled"] == "false"
+    assert [record.getMessage().split(";")[0] for record in caplog.records] == [
+        "LAMBDALAKE_SPARK__EXTRA_CONF sets spark.sql.shuffle.partitions='8'",
+        "LAMBDALAKE_SPARK__EXTRA_CONF sets spark.sql.adaptive.enabled='true'"]
 
 
 def test_the_stack_runs_its_own_connect_server_unless_one_is_given_or_tasks_use_drivers(

@@ -5,34 +5,49 @@ from __future__ import annotations
 import runpy
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 import lambdalake.ingest.stream
 import lambdalake.settings
-import lambdalake.spark
 import lambdalake.speed.stream
-from lambdalake.spark import spark_conf
 from tests.support.spark_settings import settings_with_jars
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 STREAMS = {"ingest": lambdalake.ingest.stream, "speed": lambdalake.speed.stream}
 
 
+class RecordingBuilder:
+    """Stands for ``SparkSession.builder``: keeps the properties a session is built with."""
+
+    def __init__(self) -> None:
+        self.conf: dict[str, str] = {}
+
+    def config(self, key: str, value: str) -> RecordingBuilder:
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self) -> Any:
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+
+
 def entry_point_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: str,
                      extra_conf: dict[str, str]) -> dict[str, str]:
-    """The Spark properties ``spark_jobs/<stream>.py`` starts its session with."""
+    """The Spark properties ``spark_jobs/<stream>.py`` builds its session with, through
+    the platform's own ``get_spark``."""
     settings = settings_with_jars(tmp_path, spark={"extra_conf": extra_conf})
-    sessions: list[tuple[Any, ...]] = []
+    builder = RecordingBuilder()
     monkeypatch.setattr(lambdalake.settings, "get_settings", lambda: settings)
-    monkeypatch.setattr(lambdalake.spark, "get_spark",
-                        lambda *args: sessions.append(args) or "session")
+    monkeypatch.setattr(SparkSession, "builder", builder)
+    monkeypatch.setenv("SPARK_LOCAL_IP", settings.spark.driver_host)
     monkeypatch.setattr(STREAMS[stream], "run", lambda *args: None)
     monkeypatch.setattr(sys, "argv", [f"{stream}.py"])
     runpy.run_path(str(PROJECT_ROOT / "spark_jobs" / f"{stream}.py"), run_name="__main__")
-    [(app_name, session_settings, job_conf)] = sessions
-    return spark_conf(app_name, session_settings, job_conf)
+    assert builder.conf["spark.app.name"] == f"lambdalake-{stream}"
+    return builder.conf
 
 
 @pytest.mark.parametrize("side", ["driver", "executor"])
@@ -58,4 +73,4 @@ def test_a_deployments_default_java_options_do_not_replace_a_streams(
         conf = entry_point_conf(monkeypatch, tmp_path, "speed",
                                 {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC"})
     assert "-XX:+UseParallelGC" in conf["spark.driver.defaultJavaOptions"].split()
-    assert "spark.driver.defaultJavaOptions, which the speed job sets itself" in caplog.text
+    assert "sets spark.driver.defaultJavaOptions='-XX:+UseG1GC'; the speed job" in caplog.text
