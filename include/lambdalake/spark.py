@@ -62,8 +62,10 @@ absorb it (seven of 0.23-1.46 s at 400,000-record batches in a 5-minute run); th
 JVM in that run collected fully only for class metadata, once (279 ms), and the funnel
 view's p99 was 2.76 s."""
 
-STREAM_SPARK_CONF: Mapping[str, str] = {"spark.driver.defaultJavaOptions": STREAM_JAVA_OPTIONS,
-                     "spark.executor.defaultJavaOptions": STREAM_JAVA_OPTIONS}
+STREAM_SPARK_CONF: Mapping[str, str] = {
+    "spark.driver.defaultJavaOptions": STREAM_JAVA_OPTIONS,
+    "spark.executor.defaultJavaOptions": STREAM_JAVA_OPTIONS,
+}
 """The streams' Java options; they replace the platform's default ones, so they keep
 ``HUGE_METHODS_COMPILED``."""
 
