@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 HUGE_METHODS_COMPILED = "-XX:-DontCompileHugeMethods"
 
-STREAM_JAVA_OPTIONS = f"{HUGE_METHODS_COMPILED} -XX:+UseParallelGC"
+STREAM_JAVA_OPTIONS = f"{HUGE_METHODS_COMPILED} -XX:+UseParallelGC -XX:MetaspaceSize=256m"
 """The streams' JVMs (ingest, the speed layer) collect garbage with the throughput
 collector, not G1 (Java's default), which the Connect server and batch drivers keep.
 
@@ -58,9 +58,12 @@ The two paused about as long (2.3 s each in an ingest pair logged with ``-Xlog:g
 also ran 24 concurrent marking cycles beside the tasks and pays write barriers on every
 store, which is where the difference most likely goes. A full collection of the parallel
 collector stops every thread of the JVM at once: ingest's batches are seconds long and
-absorb it (seven of 0.23-1.46 s at 400,000-record batches in a 5-minute run); the speed
-JVM in that run collected fully only for class metadata, once (279 ms), and the funnel
-view's p99 was 2.76 s."""
+absorb it (seven and eight of 0.22-2.0 s at 400,000-record batches in two 5-minute
+runs); the speed JVM collected fully once in each of those runs (279 and 450 ms; funnel
+p99 2.76 and 2.08 s). The first of those, and several at every start (23-86 ms each),
+were for class metadata: the parallel collector collects fully whenever class
+metadata passes a threshold that starts at about 21 MB. ``MetaspaceSize=256m`` starts
+it higher, and the 5-minute run with it logged no such collection."""
 
 STREAM_SPARK_CONF: Mapping[str, str] = {
     "spark.driver.defaultJavaOptions": STREAM_JAVA_OPTIONS,

@@ -62,6 +62,7 @@ def test_streams_collect_garbage_for_throughput_and_still_compile_huge_methods(
                             {f"spark.{side}.extraJavaOptions": "-Xss4m"})
     options = conf[f"spark.{side}.defaultJavaOptions"].split()
     assert "-XX:+UseParallelGC" in options
+    assert "-XX:MetaspaceSize=256m" in options  # no full collection for class metadata
     assert "-XX:-DontCompileHugeMethods" in options
     assert conf[f"spark.{side}.extraJavaOptions"] == "-Xss4m"
 
