@@ -29,8 +29,8 @@ def readme_block(document: dict[str, Any], charts: list[str]) -> str:
     """The README's text for a published run: how it was made, its table, its charts."""
     meta = document["meta"]
     command = f"python -m bench.run --profile {meta['profile']}"
-    if len(meta["benchmarks"]) == 1:
-        command += f" --only {meta['benchmarks'][0]}"
+    if meta.get("only") or len(meta["benchmarks"]) == 1:  # runs before 2026-11-28: no "only"
+        command += " --only " + " ".join(meta["benchmarks"])
     lines = [f"`{command}`, {meta['started']}, {meta['seconds'] / 60:.0f} min; "
              f"{machine_line(meta)}. Each figure beside its bare baseline from the same run; "
              "the whole report with every detail: "

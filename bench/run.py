@@ -2,9 +2,9 @@
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
     python -m bench.run --profile full      # the figures quoted in the README
-    python -m bench.run --only batch        # one benchmark (ingest, batch, speed, serving,
+    python -m bench.run --only batch        # some benchmarks (ingest, batch, speed, serving,
                                             # late_arrivals, restatement, dag_runs, avro,
-                                            # reference, shards)
+                                            # reference, shards), in the order given
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/ (``results.json`` after each
@@ -84,11 +84,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=["quick", "full"], default="quick")
-    parser.add_argument("--only", choices=sorted(BENCHMARKS), help="run one benchmark")
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS),
+                        help="run these benchmarks only")
     args = parser.parse_args()
-    chosen = [args.only] if args.only else list(BENCHMARKS)
+    chosen = list(dict.fromkeys(args.only or BENCHMARKS))
     meta = {"profile": args.profile, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-            "benchmarks": chosen, "machine": machine()}
+            "benchmarks": chosen, "only": bool(args.only), "machine": machine()}
     started = time.monotonic()
     out = RESULTS_DIR / meta["started"].replace(":", "")
     out.mkdir(parents=True, exist_ok=True)
