@@ -55,7 +55,7 @@ test-unit: $(INSTALLED)
 chaos: setup          ## only the fault-injection tests (kills, broker outage, full disk, lost nodes)
 	$(BIN)/python -m pytest tests/integration -m chaos $(PYTEST_ARGS)
 
-bench: setup          ## benchmarks, quick profile (PROFILE=full for the README figures)
+bench: setup          ## benchmarks, quick profile (PROFILE=full: all of them at full size)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)
 
 lock:                 ## pin what requirements.in adds, keeping current pins (UPGRADE=1: re-resolve all)

@@ -252,7 +252,8 @@ class SparkSettings(BaseModel):
     ui_enabled: bool = Field(False, description="the Spark UI (off: one port less)")
     extra_conf: dict[str, str] = Field(
         default_factory=dict, description="JSON object of Spark properties (a job's own ones win)")
-    standalone_port: int = Field(7077, description="`lambdalake spark-cluster` master port")
+    standalone_port: int = Field(
+        7077, description="the standalone master's port (`lambdalake.stack.spark_standalone`)")
     standalone_ui_port: int = 8090
     standalone_worker_cores: int = Field(1, ge=1)
     standalone_worker_memory: str = "1g"
