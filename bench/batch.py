@@ -394,7 +394,9 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
 
     bronze = ensure_bronze(spark, settings, events)
     lake = lake_settings(settings, events)
-    views = list(load_views().values())
+    # the views the baselines compute too: the enriched ones join reference history, which
+    # the hand-written variants lack (before 2026-11-28 the platform computed all five)
+    views = [view for name, view in load_views().items() if name in CHECKS]
     root = cache_dir(settings, events)
     for old in Path(lake.lake.root).glob("view_*"):  # every run starts from no view tables
         shutil.rmtree(old)
@@ -457,10 +459,11 @@ def compare(spark: SparkSession, settings: Settings, events: int) -> list[Result
         "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
         "driver_memory": spark.conf.get("spark.driver.memory"),
     }
-    label = f"{events / 1e6:g}M bronze events, 3 views"
+    label = f"{events / 1e6:g}M bronze events, {len(views)} views"
     bare_name = "bare PySpark, same files and SparkSession"
     return [
-        Result(name=f"quality gates of the batch layer, {label} (3 view slices)", unit="s",
+        Result(name=f"quality gates of the batch layer, {label} ({len(views)} view slices)",
+               unit="s",
                value=gates["batch_layer_seconds"], baseline=best["platform"],
                baseline_name="the platform's recompute of the same interval",
                goal="ratio <= 0.2 (gate time / compute time)", details=gates),

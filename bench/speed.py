@@ -438,7 +438,7 @@ def throughput(settings: Settings, records: int,
         last_end = progress_time(rest[-1]["timestamp"]) + rest[-1]["duration_ms"] / 1000
         per_query[query] = sum(e["input_rows"] for e in rest) / (last_end - first_end)
     return Result(
-        name="speed throughput (Kafka -> 3 real-time views, backlog drained)"
+        name=f"speed throughput (Kafka -> {len(load_views())} real-time views, backlog drained)"
              + (", Avro events" if events_format == "avro" else ""),
         unit="records/s", value=min(per_query.values()), baseline=baseline,
         baseline_name="bare confluent-kafka consumer draining the same topic",
