@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from lambdalake.ingest.stream import INGEST_SPARK_CONF
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings, TopicSettings
@@ -68,3 +70,40 @@ def test_the_driver_jvm_jit_compiles_huge_methods(spark: SparkSession) -> None:
     arguments = list(spark._jvm.java.lang.management.ManagementFactory
                      .getRuntimeMXBean().getInputArguments())
     assert "-XX:-DontCompileHugeMethods" in arguments
+
+
+def test_int96_and_int64_timestamp_files_of_one_table_read_alike(
+    spark: SparkSession, settings: Settings
+) -> None:
+    """A bronze written before ingest stored INT64 timestamps (``INGEST_SPARK_CONF``) holds
+    INT96 files beside the new ones: Spark, delta-rs and a filtered pyarrow scan (the gates'
+    slices) read both kinds as the same UTC moments."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    setting = "spark.sql.parquet.outputTimestampType"
+    path = settings.table_path(f"test_timestamps_{uuid.uuid4().hex[:8]}")
+    moments = [datetime(2026, 11, 28, 12, 0, 0, 123456, tzinfo=UTC),
+               datetime(2026, 11, 28, 12, 0, 1, 654321, tzinfo=UTC)]
+    before = spark.conf.get(setting)
+    try:
+        for storage, moment in zip(["INT96", INGEST_SPARK_CONF[setting]], moments, strict=True):
+            spark.conf.set(setting, storage)
+            (spark.createDataFrame([(moment,)], "occurred_at TIMESTAMP")
+             .write.format("delta").mode("append").save(path))
+    finally:
+        spark.conf.set(setting, before)
+
+    table = DeltaTable(path)
+    stored = sorted(pq.ParquetFile(uri.removeprefix("file://")).metadata.schema.column(0)
+                    .physical_type for uri in table.file_uris())
+    assert stored == ["INT64", "INT96"]
+    read_by_spark = sorted(row.occurred_at for row in spark.read.format("delta").load(path)
+                           .selectExpr("CAST(occurred_at AS STRING) AS occurred_at").collect())
+    assert read_by_spark == ["2026-11-28 12:00:00.123456", "2026-11-28 12:00:01.654321"]
+    assert sorted(table.to_pyarrow_table().column("occurred_at").to_pylist()) == moments
+    later = pc.field("occurred_at") > pa.scalar(moments[0], pa.timestamp("us", tz="UTC"))
+    assert table.to_pyarrow_dataset().to_table(filter=later).column(
+        "occurred_at").to_pylist() == moments[1:]
