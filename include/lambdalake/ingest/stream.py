@@ -56,7 +56,8 @@ INGEST_SPARK_CONF = {
     # Spark's default INT96, whose 12-byte values the dictionary hashes as byte arrays;
     # Spark, delta-rs and pyarrow read both kinds, also side by side in one table (a bronze
     # written before this setting). Columns unique per record skip the dictionary, which
-    # Parquet fills until it is too large and then drops for plain values
+    # Parquet fills until it is too large and then drops for plain values. Whole micro-batches
+    # gained less than the run-to-run noise of a shared two-core machine (2026-11-28)
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     **{f"spark.hadoop.parquet.enable.dictionary#{column}": "false"
        for column in UNIQUE_COLUMNS},
