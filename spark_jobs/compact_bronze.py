@@ -6,7 +6,7 @@
 import argparse
 from datetime import date
 
-from lambdalake.lake.bronze import compact_closed_partitions
+from lambdalake.lake.bronze import FILE_WRITE_CONF, compact_closed_partitions
 from lambdalake.settings import get_settings
 from lambdalake.spark import task_session
 
@@ -16,6 +16,6 @@ if __name__ == "__main__":
                         help="compact event dates before this day (YYYY-MM-DD)")
     args = parser.parse_args()
     settings = get_settings()
-    with task_session("compact-bronze", settings) as spark:
+    with task_session("compact-bronze", settings, FILE_WRITE_CONF) as spark:
         removed = compact_closed_partitions(spark, settings, args.before)
     print(f"compact-bronze: {removed} small files compacted in partitions before {args.before}")

@@ -97,7 +97,10 @@ def spark_conf(
 
     A job's own properties (``extra``: the streams' Java options, the gates' planning) win
     over the deployment's ``spark.extra_conf``, as they do on a task's Connect session
-    (``session_conf``); a property set both ways is logged, not dropped silently. Java
+    (``session_conf``); a property set both ways is logged, not dropped silently. They are
+    named as a session sets them, so one mapping serves both paths: a Hadoop property (one
+    not named ``spark.*``, such as Parquet's writer settings) reaches a driver as
+    ``spark.hadoop.<key>``, which Spark hands to Hadoop when it starts. Java
     options a deployment adds go in ``extraJavaOptions``, which Spark appends to the
     ``defaultJavaOptions`` the platform and the streams set."""
     spark = settings.spark
@@ -134,7 +137,9 @@ def spark_conf(
     }
     conf.update(spark_properties(settings))
     conf.update(spark.extra_conf)
-    return set_over_extra_conf(conf, extra or {}, spark.extra_conf, f"the {app_name} job")
+    own = {key if key.startswith("spark.") else f"spark.hadoop.{key}": value
+           for key, value in (extra or {}).items()}
+    return set_over_extra_conf(conf, own, spark.extra_conf, f"the {app_name} job")
 
 
 def set_over_extra_conf(conf: dict[str, str], own: Mapping[str, str],

@@ -59,6 +59,11 @@ from tests.support.merged_answers import (
     merged_answer,
     window,
 )
+from tests.support.parquet_storage import (
+    WRITTEN_AS_INGEST_WRITES,
+    file_storage,
+    files_committed,
+)
 from tests.support.reference_topics import compacting_now, latest_good_values, records_in
 from tests.support.reference_truth import (
     processing_time_candidates,
@@ -341,7 +346,7 @@ def test_bronze_compaction_beside_ingest_on_object_storage_loses_nothing(
     """The bronze maintenance step (an OPTIMIZE from the Spark Connect server's driver) runs
     while ingest appends to bronze from its own driver, both committing to one table on S3
     through the conditional-put log store: every produced record is in bronze once, and the
-    closed partitions' small files were compacted."""
+    closed partitions' small files were compacted into files stored as ingest stores them."""
     settings = platform.settings
     bronze = delta_rs_uri(settings.table_path(BRONZE_TABLE))
     wait_caught_up(settings, timeout=300)
@@ -365,7 +370,14 @@ def test_bronze_compaction_beside_ingest_on_object_storage_loses_nothing(
     wait_caught_up(settings, timeout=300)
     table = DeltaTable(bronze)
     assert table.to_pyarrow_table(columns=["event_id"]).num_rows == rows_before + produced
-    assert "OPTIMIZE" in [entry["operation"] for entry in table.history(limit=50)]
+    compactions = [entry["version"] for entry in table.history(limit=50)
+                   if entry["operation"] == "OPTIMIZE"]
+    assert compactions
+    # the compacted files are stored as ingest writes bronze's (FILE_WRITE_CONF), not
+    # with Spark's defaults (INT96 timestamps, dictionaries on every column)
+    compacted = files_committed(settings.table_path(BRONZE_TABLE), compactions[0])
+    assert compacted
+    assert {file_storage(path) for path in compacted} == {WRITTEN_AS_INGEST_WRITES}
     print(f"{summary}; bronze on S3: {rows_before} + {produced} rows ({files_before} files "
           f"before, {len(table.file_uris())} after)")
 

@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.ingest.stream import INGEST_SPARK_CONF
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_topic
+from lambdalake.lake.bronze import FILE_WRITE_CONF
 from lambdalake.settings import Settings, TopicSettings
 from lambdalake.stack.kafka_broker import KafkaCluster
 
@@ -75,7 +75,7 @@ def test_the_driver_jvm_jit_compiles_huge_methods(spark: SparkSession) -> None:
 def test_int96_and_int64_timestamp_files_of_one_table_read_alike(
     spark: SparkSession, settings: Settings
 ) -> None:
-    """A bronze written before ingest stored INT64 timestamps (``INGEST_SPARK_CONF``) holds
+    """A bronze written before ingest stored INT64 timestamps (``FILE_WRITE_CONF``) holds
     INT96 files beside the new ones: Spark, delta-rs and a filtered pyarrow scan (the gates'
     slices) read both kinds as the same UTC moments."""
     import pyarrow as pa
@@ -89,7 +89,7 @@ def test_int96_and_int64_timestamp_files_of_one_table_read_alike(
                datetime(2026, 11, 28, 12, 0, 1, 654321, tzinfo=UTC)]
     before = spark.conf.get(setting)
     try:
-        for storage, moment in zip(["INT96", INGEST_SPARK_CONF[setting]], moments, strict=True):
+        for storage, moment in zip(["INT96", FILE_WRITE_CONF[setting]], moments, strict=True):
             spark.conf.set(setting, storage)
             (spark.createDataFrame([(moment,)], "occurred_at TIMESTAMP")
              .write.format("delta").mode("append").save(path))

@@ -80,6 +80,20 @@ def test_a_task_session_sets_only_sql_settings_on_its_connect_session(tmp_path: 
                     "spark.sql.adaptive.enabled": "false"}
 
 
+def test_a_jobs_hadoop_settings_reach_a_driver_through_spark_hadoop(tmp_path: Path) -> None:
+    """A job names its settings as a session sets them. Parquet's writer settings are
+    Hadoop properties: a session copies its settings into the Hadoop configuration of its
+    writes, by their own names; a driver takes them at its start as ``spark.hadoop.<key>``
+    and ignores a name that is not Spark's."""
+    own = {"parquet.enable.dictionary#raw_value": "false",
+           "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    conf = spark_conf("compact-bronze", settings_with_jars(tmp_path), own)
+    assert conf["spark.hadoop.parquet.enable.dictionary#raw_value"] == "false"
+    assert conf["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"
+    assert "parquet.enable.dictionary#raw_value" not in conf
+    assert session_conf(Settings(state_dir=tmp_path), own).items() >= own.items()
+
+
 def test_a_task_session_over_the_stacks_own_server_logs_the_extra_conf_it_overrides(
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:

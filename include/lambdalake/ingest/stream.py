@@ -26,7 +26,7 @@ from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.kafka.topics import ensure_platform_topics
-from lambdalake.lake.bronze import upgrade_tables, write_micro_batch
+from lambdalake.lake.bronze import FILE_WRITE_CONF, upgrade_tables, write_micro_batch
 from lambdalake.settings import Settings
 from lambdalake.spark import STREAM_SPARK_CONF
 from lambdalake.streaming.progress import query_progress
@@ -35,9 +35,6 @@ from lambdalake.streaming.runner import PlanOutdated, query_ledger, run_until_st
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-UNIQUE_COLUMNS = ("raw_value", "event_id", "offset")
-"""Bronze's and quarantine's columns with a value per record (a replayed duplicate aside)."""
 
 INGEST_SPARK_CONF = {
     # Delta checkpoints a table's state every ``checkpointInterval`` commits, inside the
@@ -51,16 +48,7 @@ INGEST_SPARK_CONF = {
     # more than it saves (a 200,000-record batch cached and written in 7.0 s instead of
     # 7.9 s, best of six interleaved runs). It is held uncompressed for a second or two
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    # Parquet's dictionary encoding was half of bronze's write (a profile of the executors'
-    # threads). Timestamps are stored as INT64 microseconds (exactly what Spark holds), not
-    # Spark's default INT96, whose 12-byte values the dictionary hashes as byte arrays;
-    # Spark, delta-rs and pyarrow read both kinds, also side by side in one table (a bronze
-    # written before this setting). Columns unique per record skip the dictionary, which
-    # Parquet fills until it is too large and then drops for plain values. Whole micro-batches
-    # gained less than the run-to-run noise of a shared two-core machine (2026-11-28)
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    **{f"spark.hadoop.parquet.enable.dictionary#{column}": "false"
-       for column in UNIQUE_COLUMNS},
+    **FILE_WRITE_CONF,
     **STREAM_SPARK_CONF,
 }
 """Spark settings of the ingest application (``spark_jobs/ingest.py``)."""

@@ -39,6 +39,25 @@ TABLE_PROPERTIES = {
 }
 """Properties of bronze and quarantine: set by the first write, or by ``upgrade_tables``."""
 
+UNIQUE_COLUMNS = ("raw_value", "event_id", "offset")
+"""Bronze's and quarantine's columns with a value per record (a replayed duplicate aside)."""
+
+FILE_WRITE_CONF = {
+    # Parquet's dictionary encoding was half of bronze's write (a profile of ingest's
+    # executor threads). Timestamps are stored as INT64 microseconds (exactly what Spark
+    # holds), not Spark's default INT96, whose 12-byte values the dictionary hashes as byte
+    # arrays; Spark, delta-rs and pyarrow read both kinds, also side by side in one table
+    # (a bronze written before this setting). Columns unique per record skip the
+    # dictionary, which Parquet fills until it is too large and then drops for plain
+    # values. Whole ingest micro-batches gained less than the run-to-run noise of a shared
+    # two-core machine (2026-11-28)
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    **{f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_COLUMNS},
+}
+"""How bronze's and quarantine's Parquet files are written, by ingest's appends and by
+maintenance's ``OPTIMIZE`` alike: a session's settings (``get_spark`` hands the Hadoop one,
+Parquet's, to a driver as ``spark.hadoop.<key>``)."""
+
 
 def upgrade_tables(spark: SparkSession, settings: Settings) -> list[str]:
     """Give bronze and quarantine the ``TABLE_PROPERTIES`` they lack (tables written by an
@@ -166,7 +185,8 @@ def compact_closed_partitions(spark: SparkSession, settings: Settings, before: d
     """OPTIMIZE bronze's partitions older than ``before``; return how many files it removed.
 
     Compaction only rewrites existing files of closed days; the stream's blind appends
-    (even late events into those days) never conflict with it.
+    (even late events into those days) never conflict with it. ``spark`` writes the files
+    as ingest does if it has ``FILE_WRITE_CONF`` (``spark_jobs/compact_bronze.py``'s has).
     """
     table = delta_path(settings.table_path(BRONZE_TABLE))
     metrics = spark.sql(f"OPTIMIZE {table} WHERE event_date < '{before.isoformat()}'")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,9 +11,9 @@ from deltalake import DeltaTable
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
-from lambdalake.ingest.stream import UNIQUE_COLUMNS
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
+from tests.support.parquet_storage import WRITTEN_AS_INGEST_WRITES, file_storage
 from tests.support.streaming_chaos import (
     assert_each_record_once,
     kill_mid_batch,
@@ -26,21 +25,6 @@ if TYPE_CHECKING:
 
 EVENTS = 200_000
 KILLS = 3
-
-
-def storage(uri: str) -> tuple[str, str | None, tuple[str, ...]]:
-    """How the Parquet file at ``uri`` stores ``kafka_timestamp`` (physical type, time unit),
-    and which of ``UNIQUE_COLUMNS`` it dictionary-encodes."""
-    import pyarrow.parquet as pq
-
-    metadata = pq.ParquetFile(uri.removeprefix("file://")).metadata
-    timestamp = metadata.schema.column(metadata.schema.names.index("kafka_timestamp"))
-    encoded = {chunk.path_in_schema for group in range(metadata.num_row_groups)
-               for chunk in (metadata.row_group(group).column(c)
-                             for c in range(metadata.num_columns))
-               if {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} & set(chunk.encodings)}
-    return (timestamp.physical_type, json.loads(timestamp.logical_type.to_json()).get("timeUnit"),
-            tuple(sorted(encoded & set(UNIQUE_COLUMNS))))
 
 
 @pytest.mark.chaos
@@ -68,4 +52,4 @@ def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark:
     for table in (BRONZE_TABLE, QUARANTINE_TABLE):
         delta = DeltaTable(settings.table_path(table))
         assert delta.metadata().configuration["delta.checkpointInterval"] == "100"
-        assert {storage(uri) for uri in delta.file_uris()} == {("INT64", "microseconds", ())}
+        assert {file_storage(uri) for uri in delta.file_uris()} == {WRITTEN_AS_INGEST_WRITES}
