@@ -11,7 +11,8 @@ The driver loop writes the query's progress to ``<state dir>/status/ingest.json`
 batch, rates, per-partition offsets, lag behind the topic's end; the reference query's
 under ``reference``; read through ``lambdalake.ingest.status``) for the status command,
 DAG sensors and benchmarks, and on SIGTERM/SIGINT lets the running micro-batch finish
-before it stops.
+before it stops. A thread of the driver writes bronze's and quarantine's Delta checkpoints
+between micro-batches (``lambdalake.lake.checkpoints``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.ingest.validation import classify
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.kafka.topics import ensure_platform_topics
-from lambdalake.lake.bronze import FILE_WRITE_CONF, upgrade_tables, write_micro_batch
+from lambdalake.lake.bronze import (
+    CHECKPOINT_EVERY,
+    FILE_WRITE_CONF,
+    TABLE_PROPERTIES,
+    upgrade_tables,
+    write_micro_batch,
+)
+from lambdalake.lake.checkpoints import CheckpointWriter
 from lambdalake.settings import Settings
 from lambdalake.spark import STREAM_SPARK_CONF
 from lambdalake.streaming.progress import query_progress
@@ -41,8 +49,10 @@ INGEST_SPARK_CONF = {
     # commit that reaches it: 2 s of a micro-batch at bronze's size here (7 s for the first
     # one in a JVM), every ten micro-batches at Delta's default of 10. At 100 a checkpoint
     # costs 0.02 s per batch instead of 0.2 s, and a reader replays at most 100 small commit
-    # files after it. Set on the tables ingest creates (bronze, quarantine, the reference
-    # changelog); an existing table keeps its own (ALTER TABLE ... SET TBLPROPERTIES)
+    # files after it. Set on the tables ingest creates (the reference tables); bronze and
+    # quarantine are checkpointed beside the micro-batches instead (``CheckpointWriter``,
+    # ``TABLE_PROPERTIES``); an existing table keeps its own (ALTER TABLE ... SET
+    # TBLPROPERTIES)
     "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
     # a micro-batch is cached once, written twice and dropped: compressing its columns costs
     # more than it saves (a 200,000-record batch cached and written in 7.0 s instead of
@@ -154,8 +164,10 @@ def run(spark: SparkSession, settings: Settings) -> None:
     query = start_ingest(spark, settings)
     print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
     reference = start_reference_ingest(spark, settings)
-    run_until_stopped(settings, QUERY_NAME, [query, reference],
-                      lambda snapshots: {**query_progress(snapshots[0]),
-                                         "reference": query_progress(snapshots[1])},
-                      settings.ingest.status_interval_seconds,
-                      restart={QUERY_NAME: lambda: start_ingest(spark, settings)})
+    tables = [settings.table_path(name) for name in TABLE_PROPERTIES]
+    with CheckpointWriter(spark, tables, every=CHECKPOINT_EVERY):
+        run_until_stopped(settings, QUERY_NAME, [query, reference],
+                          lambda snapshots: {**query_progress(snapshots[0]),
+                                             "reference": query_progress(snapshots[1])},
+                          settings.ingest.status_interval_seconds,
+                          restart={QUERY_NAME: lambda: start_ingest(spark, settings)})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bookkeeping import TimeSlice, count_slice, read_small_slice, table_exists
+from lambdalake.lake.checkpoints import NO_CHECKPOINT_IN_COMMIT
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
@@ -30,14 +31,23 @@ QUARANTINE_COLUMNS = [
 ]
 
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 TABLE_PROPERTIES = {
     # Delta keeps min/max statistics of a table's first 32 columns for every file it writes:
     # 6 of the 14 us a record took to write bronze. Its readers skip files by event time
-    # (intervals, the late-data log) and Kafka time (arrival slices) only
-    BRONZE_TABLE: {STATS_COLUMNS: "occurred_at,kafka_timestamp,ingested_at"},
-    QUARANTINE_TABLE: {STATS_COLUMNS: "kafka_timestamp,ingested_at"},
+    # (intervals, the late-data log) and Kafka time (arrival slices) only. Their
+    # checkpoints are written beside ingest's micro-batches (``CHECKPOINT_EVERY``), never
+    # inside a commit
+    BRONZE_TABLE: {STATS_COLUMNS: "occurred_at,kafka_timestamp,ingested_at",
+                   CHECKPOINT_INTERVAL: NO_CHECKPOINT_IN_COMMIT},
+    QUARANTINE_TABLE: {STATS_COLUMNS: "kafka_timestamp,ingested_at",
+                       CHECKPOINT_INTERVAL: NO_CHECKPOINT_IN_COMMIT},
 }
 """Properties of bronze and quarantine: set by the first write, or by ``upgrade_tables``."""
+
+CHECKPOINT_EVERY = 100
+"""Commits between two checkpoints of bronze or quarantine (ingest's ``CheckpointWriter``):
+a reader replays at most this many small commit files after the newest checkpoint."""
 
 UNIQUE_COLUMNS = ("raw_value", "event_id", "offset")
 """Bronze's and quarantine's columns with a value per record (a replayed duplicate aside)."""

@@ -11,7 +11,8 @@ from deltalake import DeltaTable
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
-from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+from lambdalake.lake.bronze import BRONZE_TABLE, CHECKPOINT_INTERVAL, QUARANTINE_TABLE
+from lambdalake.lake.checkpoints import NO_CHECKPOINT_IN_COMMIT
 from lambdalake.settings import Settings
 from tests.support.parquet_storage import WRITTEN_AS_INGEST_WRITES, file_storage
 from tests.support.streaming_chaos import (
@@ -46,10 +47,11 @@ def test_sigkill_three_times_during_a_200k_run(ingest_settings: Settings, spark:
     wait_caught_up(settings, timeout=300)
 
     assert_each_record_once(spark, settings, [manifest])
-    # the tables ingest creates checkpoint every 100 commits (INGEST_SPARK_CONF), not 10
-    # and store timestamps as INT64 microseconds, not Spark's default INT96, and the columns
-    # unique per record without a dictionary
+    # bronze and quarantine are never checkpointed inside a commit (ingest's CheckpointWriter
+    # does it beside them), and store timestamps as INT64 microseconds, not Spark's default
+    # INT96, and the columns unique per record without a dictionary
     for table in (BRONZE_TABLE, QUARANTINE_TABLE):
         delta = DeltaTable(settings.table_path(table))
-        assert delta.metadata().configuration["delta.checkpointInterval"] == "100"
+        assert (delta.metadata().configuration[CHECKPOINT_INTERVAL]
+                == NO_CHECKPOINT_IN_COMMIT)
         assert {file_storage(uri) for uri in delta.file_uris()} == {WRITTEN_AS_INGEST_WRITES}
