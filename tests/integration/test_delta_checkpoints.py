@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 
-from lambdalake.lake.bronze import CHECKPOINT_INTERVAL
-from lambdalake.lake.checkpoints import NO_CHECKPOINT_IN_COMMIT, CheckpointWriter
+from lambdalake.lake.checkpoints import (
+    CHECKPOINT_INTERVAL,
+    NO_CHECKPOINT_IN_COMMIT,
+    CheckpointWriter,
+)
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.contracts import ContractRegistry
 from lambdalake.lake.bookkeeping import TimeSlice, count_slice, read_small_slice, table_exists
-from lambdalake.lake.checkpoints import NO_CHECKPOINT_IN_COMMIT
+from lambdalake.lake.checkpoints import CHECKPOINT_INTERVAL, NO_CHECKPOINT_IN_COMMIT
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
@@ -31,7 +31,6 @@ QUARANTINE_COLUMNS = [
 ]
 
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 TABLE_PROPERTIES = {
     # Delta keeps min/max statistics of a table's first 32 columns for every file it writes:
     # 6 of the 14 us a record took to write bronze. Its readers skip files by event time

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 NO_CHECKPOINT_IN_COMMIT = str(2**31 - 1)
-"""``delta.checkpointInterval`` of a table checkpointed by a ``CheckpointWriter``."""
+"""``CHECKPOINT_INTERVAL`` of a table checkpointed by a ``CheckpointWriter``."""
 
 
 def checkpoint_due(version: int, checkpointed: int, every: int) -> bool:

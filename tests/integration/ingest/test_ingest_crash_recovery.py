@@ -11,8 +11,8 @@ from deltalake import DeltaTable
 from lambdalake.generator import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
-from lambdalake.lake.bronze import BRONZE_TABLE, CHECKPOINT_INTERVAL, QUARANTINE_TABLE
-from lambdalake.lake.checkpoints import NO_CHECKPOINT_IN_COMMIT
+from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+from lambdalake.lake.checkpoints import CHECKPOINT_INTERVAL, NO_CHECKPOINT_IN_COMMIT
 from lambdalake.settings import Settings
 from tests.support.parquet_storage import WRITTEN_AS_INGEST_WRITES, file_storage
 from tests.support.streaming_chaos import (
