@@ -61,7 +61,7 @@ from lambdalake.generator import (
     TrafficProfile,
     produce_traffic,
 )
-from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
+from lambdalake.ingest.service import IngestService, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import history_path
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
@@ -155,7 +155,7 @@ def drain(settings: Settings, name: str, profile: TrafficProfile,
     with Stopwatch() as wall:
         _run_ingest(run, max_offsets_per_trigger=profile.count // 6, trigger_interval="0 seconds")
         wait_caught_up(run, timeout=drain_timeout(manifest.produced))
-    ingest_process(run).stop(timeout=120)
+    IngestService(run).stop()  # as the stack stops it: the running micro-batch finishes
     batches = [json.loads(line) for line in history_path(run).read_text().splitlines()]
     warm_up, sustained = batches[0], batches[1:]
     return Drain(run, manifest, rows=sum(b["input_rows"] for b in sustained),
@@ -274,7 +274,7 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
         manifest = produce_traffic(TrafficGenerator(traffic(seconds, 202)), producer)
     with Stopwatch() as draining:
         wait_caught_up(run, timeout=drain_timeout(manifest.produced))
-    ingest_process(run).stop(timeout=120)
+    IngestService(run).stop()
     delays = visibility_delays(run, after_version=warmed)
     stats = summary(delays)
     offered = manifest.produced / producing.seconds
