@@ -23,10 +23,9 @@ GX bundles them all into a single ``df.agg(...)``. Before validating, the slice 
 projected to the columns the suite reads (bronze's raw bytes are not cached), cached, and
 counted (``rows``; the read and the computation happen once, every metric job then scans
 memory). A slice of up to ``SINGLE_PARTITION_ROWS`` rows is validated as one partition, so
-a global aggregation needs no shuffle. A process that only runs gates also turns adaptive
-execution off (``GATE_SPARK_CONF``): on small cached slices it re-plans every query and
-runs each shuffle stage as a job of its own. A view gate is then about 6 Spark jobs, a
-bronze gate about 6. Validation runs in two passes: the first with ``BOOLEAN_ONLY``
+a global aggregation needs no shuffle. A session that only runs gates also turns adaptive
+execution off and caches uncompressed (``GATE_SPARK_CONF``). A view gate is then about 6
+Spark jobs, a bronze gate about 6. Validation runs in two passes: the first with ``BOOLEAN_ONLY``
 results, which computes only the counts a verdict needs; only if something failed, a
 second pass over the failing expectations collects observed values and a few sample
 unexpected values (``BASIC``; ``COMPLETE`` for a SQL check, whose rows are the samples).
@@ -78,10 +77,17 @@ if TYPE_CHECKING:
 
 SAMPLE_SIZE = 5
 """Sample unexpected values (or rows) kept per failing expectation."""
-GATE_SPARK_CONF = {"spark.sql.adaptive.enabled": "false"}
-"""Spark settings of a process that only runs gates (``spark_jobs/validate.py``): adaptive
+GATE_SPARK_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+}
+"""Spark settings of a session that only runs gates (``spark_jobs/validate.py``): adaptive
 execution re-plans every small query and runs each shuffle stage as a job of its own; on
-cached slices it makes a gate about three times slower."""
+cached slices it made a gate about three times slower. The slice is cached uncompressed:
+building the compressed cache was half of a large bronze gate, and its columns (ids,
+timestamps, offsets) hardly compress (a 1,979,912-row bronze slice: 161 MiB compressed,
+187 MiB not; the bronze gate 6.5-6.7 s instead of 7.4-8.1 s, four interleaved warm
+rounds, 2026-11-29)."""
 SINGLE_PARTITION_ROWS = 2_000_000
 """Slices up to this many rows are validated as one partition (see ``run_suite``)."""
 ResultFormat = Literal["BOOLEAN_ONLY", "BASIC", "SUMMARY", "COMPLETE"] | dict[str, Any]
