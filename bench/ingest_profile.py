@@ -8,17 +8,22 @@ ingest query in this process (with Spark's UI on a free loopback port) until it 
 the backlog, then prints each micro-batch's phases (Spark's progress report) and each
 Spark job it ran, in order: bronze's write (which classifies and caches the batch), the
 check whether anything is quarantined, quarantine's write; Delta's own jobs by their
-names (a state rebuild is "Compute snapshot for version N").
+names (a state rebuild is "Compute snapshot for version N"). Beside each batch it prints
+the CPU the JVM's threads used by role since the batch before (``JvmThreadCpu``): Spark's
+tasks, the JIT compilers, garbage collection and the rest (the driver's threads). A fresh
+JVM's JIT compiles for minutes, on the cores the tasks need.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from bench.common import backlog, bench_environment, fresh_run
@@ -30,6 +35,36 @@ from lambdalake.operations.traffic import traffic_generator
 from lambdalake.spark import get_spark
 
 UI_CONF = {"spark.ui.enabled": "true", "spark.ui.port": "0"}  # 0: a free port
+THREAD_ROLES = {"Executor task": "tasks", "C2 CompilerThre": "JIT", "C1 CompilerThre": "JIT",
+                "GC Thread": "GC", "VM Thread": "GC"}
+"""A JVM thread's role by the start of its name (Linux keeps a thread's first 15 characters)."""
+
+
+class JvmThreadCpu:
+    """CPU seconds a JVM's threads used, by role (``THREAD_ROLES``, else "other").
+
+    Read from ``/proc/<pid>/task``. Spark's task threads end when idle a minute, so each
+    thread's last reading is kept: a thread's CPU counts after it ends."""
+
+    def __init__(self, pid: int) -> None:
+        self.tasks = Path(f"/proc/{pid}/task")
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.threads: dict[str, tuple[str, float]] = {}  # thread id -> role, CPU seconds
+
+    def sample(self) -> Counter[str]:
+        for thread in self.tasks.iterdir():
+            try:
+                name = (thread / "comm").read_text().strip()
+                stat = (thread / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            role = next((r for start, r in THREAD_ROLES.items() if name.startswith(start)),
+                        "other")
+            self.threads[thread.name] = (role, (int(stat[11]) + int(stat[12])) / self.ticks)
+        totals: Counter[str] = Counter()
+        for role, seconds in self.threads.values():
+            totals[role] += seconds
+        return totals
 
 
 def _seconds(job: dict[str, Any]) -> float:
@@ -65,13 +100,17 @@ def main() -> None:
             EventProducer(run.kafka, run.kafka.events_topic.name)).produced
         spark = get_spark("ingest-profile", run, {**INGEST_SPARK_CONF, **UI_CONF})
         ensure_platform_topics(run.kafka)
+        threads = JvmThreadCpu(spark._jvm.java.lang.ProcessHandle.current().pid())
         query = start_ingest(spark, run)
         progress: dict[int, dict[str, Any]] = {}
+        cpu: dict[int, Counter[str]] = {-1: threads.sample()}  # by the last batch ended
         while sum(p["numInputRows"] for p in progress.values()) < produced:
             if query.exception() is not None:
                 raise SystemExit(f"ingest failed: {query.exception()}")
             time.sleep(1)
             progress.update({p["batchId"]: p for p in query.recentProgress})
+            if progress and max(progress) not in cpu:
+                cpu[max(progress)] = threads.sample()
         query.stop()
         url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/" \
               f"{spark.sparkContext.applicationId}/jobs"
@@ -82,12 +121,19 @@ def main() -> None:
         batch, what = _batch_and_what(job)
         if batch is not None and "completionTime" in job:
             by_batch[batch].append((what, _seconds(job)))
+    sampled = sorted(cpu)
     for batch_id in sorted(progress):
         ms = progress[batch_id]["durationMs"]
         print(f"batch {batch_id}: {progress[batch_id]['numInputRows']:,} records, "
               f"{ms['triggerExecution'] / 1000:.2f} s (addBatch {ms['addBatch'] / 1000:.2f}, "
               f"planning {ms['queryPlanning'] / 1000:.2f}, offsets "
               f"{(ms['walCommit'] + ms['commitOffsets']) / 1000:.2f})")
+        if batch_id in cpu:
+            since = sampled[sampled.index(batch_id) - 1]
+            used = cpu[batch_id] - cpu[since]
+            roles = ", ".join(f"{role} {used[role]:.2f} s"
+                              for role in ("tasks", "JIT", "GC", "other"))
+            print(f"    JVM CPU since {f'batch {since}' if since >= 0 else 'the start'}: {roles}")
         for what, seconds in by_batch[batch_id]:
             print(f"    {seconds:6.2f} s  {what}")
 
