@@ -40,7 +40,7 @@ def lambdalake_serving() -> None:
     @task(execution_timeout=timedelta(minutes=20))
     def maintain(run_id: str | None = None) -> list[str]:
         """Reconcile each view's real-time rows with batch; collapse and retire where they agree."""
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from lambdalake.serving.maintenance import maintain_views
         from lambdalake.views.definition import load_views

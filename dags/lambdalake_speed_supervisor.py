@@ -41,7 +41,7 @@ def lambdalake_speed_supervisor() -> None:
     @task(execution_timeout=timedelta(minutes=6))
     def supervise() -> str:
         """Start the speed layer unless it runs, then fail if it is stale or falling behind."""
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from lambdalake.speed.supervisor import check_health, ensure_running
 
@@ -64,7 +64,7 @@ def lambdalake_speed_supervisor() -> None:
     def gate_realtime(run_id: str | None = None) -> str:
         """Validate the real-time rows written since the last round; fail on a critical
         failure (recorded in the quality history, and as an alert)."""
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from lambdalake.quality.realtime_gate import run_realtime_gates
         from lambdalake.speed.supervisor import record_alert

@@ -149,7 +149,7 @@ def run_gate(args: list[str]) -> None:
     except SparkJobFailed as failed:
         if failed.exit_code != DATA_REJECTED_EXIT:
             raise
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         raise AirflowFailException(
             "the data failed its critical checks (above; `lambdalake quality --failed` lists "
