@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import urllib.request
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from bench.common import backlog, bench_environment, fresh_run
 from lambdalake.generator import produce_traffic
@@ -43,24 +44,22 @@ THREAD_ROLES = {"Executor task": "tasks", "C2 CompilerThre": "JIT", "C1 Compiler
 class JvmThreadCpu:
     """CPU seconds a JVM's threads used, by role (``THREAD_ROLES``, else "other").
 
-    Read from ``/proc/<pid>/task``. Spark's task threads end when idle a minute, so each
-    thread's last reading is kept: a thread's CPU counts after it ends."""
+    A thread's name is read from ``/proc/<pid>/task``. Spark's task threads end when idle a
+    minute, so each thread's last reading is kept: a thread's CPU counts after it ends."""
 
     def __init__(self, pid: int) -> None:
-        self.tasks = Path(f"/proc/{pid}/task")
-        self.ticks = os.sysconf("SC_CLK_TCK")
-        self.threads: dict[str, tuple[str, float]] = {}  # thread id -> role, CPU seconds
+        self.process = psutil.Process(pid)
+        self.threads: dict[int, tuple[str, float]] = {}  # thread id -> role, CPU seconds
 
     def sample(self) -> Counter[str]:
-        for thread in self.tasks.iterdir():
+        for thread in self.process.threads():
             try:
-                name = (thread / "comm").read_text().strip()
-                stat = (thread / "stat").read_text().rsplit(")", 1)[1].split()
+                name = Path(f"/proc/{self.process.pid}/task/{thread.id}/comm").read_text()
             except OSError:  # the thread ended meanwhile
                 continue
             role = next((r for start, r in THREAD_ROLES.items() if name.startswith(start)),
                         "other")
-            self.threads[thread.name] = (role, (int(stat[11]) + int(stat[12])) / self.ticks)
+            self.threads[thread.id] = (role, thread.user_time + thread.system_time)
         totals: Counter[str] = Counter()
         for role, seconds in self.threads.values():
             totals[role] += seconds
