@@ -1,4 +1,5 @@
 import json
+import time
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from lambdalake.contracts import ContractRegistry, EntityRegistry, encode_event
 from lambdalake.generator import (
     AVRO_MALFORMED_KINDS,
     MALFORMED_KINDS,
+    PACING_SECONDS,
     UNREGISTERED_SCHEMA_ID,
     Manifest,
     TrafficGenerator,
@@ -108,6 +110,37 @@ class CountingProducer:
     def flush(self) -> int:
         self.journal.append(f"flush {self.name}")
         return 0
+
+
+class TimedProducer(CountingProducer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent_at: list[float] = []
+
+    def send(self, key, value, headers=None) -> None:
+        self.sent_at.append(time.monotonic())
+        super().send(key, value, headers)
+
+
+def test_a_paced_producer_keeps_its_rate_with_a_sleep_per_pacing_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rate, count = 10_000, 1_000  # 0.1 s
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+
+    def counted_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", counted_sleep)
+    producer = TimedProducer()
+    started = time.monotonic()
+    produce_traffic(TrafficGenerator(TrafficProfile(count=count, rate=rate, seed=4)), producer)
+    early = [index / rate - (at - started) for index, at in enumerate(producer.sent_at)]
+    assert len(producer.sent_at) == count
+    assert max(early) <= PACING_SECONDS  # never further ahead of the rate than one step
+    assert producer.sent_at[-1] - started >= (count - 1) / rate - PACING_SECONDS
+    assert len(sleeps) <= (count / rate) / PACING_SECONDS + 1  # not one per record
 
 
 def test_manifest_reconciles_and_round_trips(tmp_path: Path) -> None:
