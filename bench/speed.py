@@ -25,7 +25,8 @@ Beside each freshness run: how many records per second the speed layer consumed 
 the offered rate, whether its lag grew (the lag after each micro-batch = records produced
 by the time its commit log entry was written - records it had consumed; the least-squares
 slope after the run's first tenth, held to 1 % of the offered rate), and the memory (idle, peak) and
-cores of each process of the stack. The sustained rate is the highest offered rate whose
+cores of each process of the stack and of the benchmark's own (its producer, bare consumer and
+poller take cores the stack shares). The sustained rate is the highest offered rate whose
 run (5 minutes in the full profile) kept the lag from growing. Ingest runs as the stack runs
 it, at a lower CPU priority (``ingest.niceness``); its lag is measured the same way and
 reported beside the speed layer's (``ingest``), since it may fall behind while CPU is short,
@@ -50,6 +51,8 @@ import httpx
 from confluent_kafka import Consumer
 
 from bench.common import (
+    BenchmarkProcess,
+    Measured,
     Plot,
     ResourceSampler,
     Result,
@@ -76,7 +79,6 @@ from lambdalake.speed.service import SpeedLayer, wait_speed_caught_up
 from lambdalake.speed.shards import APP, Shard, shards, speed_status
 from lambdalake.speed.stream import query_name
 from lambdalake.stack.kafka_broker import KafkaCluster
-from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.progress import progress_time, read_history
 from lambdalake.streaming.service import StreamingService, wait_caught_up
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -257,14 +259,15 @@ def _start(run: Settings) -> None:
     ServingService(run).start()
 
 
-def _stack_processes(run: Settings, bench: Settings) -> dict[str, ManagedProcess]:
-    """The processes a freshness run measures, by name (each speed shard's). The run's
-    streams and API live in its own state dir; the broker is the benchmark's, in
-    ``bench``'s."""
+def _stack_processes(run: Settings, bench: Settings) -> dict[str, Measured]:
+    """The processes a freshness run measures, by name (each speed shard's), and the
+    benchmark's own beside them. The run's streams and API live in its own state dir; the
+    broker is the benchmark's, in ``bench``'s."""
     return {INGEST: StreamingService(run, INGEST).process,
             **{process.name: process for process in SpeedLayer(run).processes},
             "serving-api": ServingService(run).process,
-            "kafka": KafkaCluster(bench).nodes[0].process}
+            "kafka": KafkaCluster(bench).nodes[0].process,
+            "benchmark": BenchmarkProcess()}
 
 
 def _stop(run: Settings) -> None:

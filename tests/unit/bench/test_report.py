@@ -8,7 +8,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.common import Plot, ResourceSampler, Result, backlog, distribution
+from bench.common import (
+    BenchmarkProcess,
+    Plot,
+    ResourceSampler,
+    Result,
+    backlog,
+    distribution,
+)
 from bench.plots import DISTRIBUTION_FILE, write_plots
 from bench.run import markdown
 from lambdalake.generator import TrafficGenerator
@@ -81,6 +88,24 @@ def test_the_sampler_sees_a_busy_process_use_a_core_and_memory(tmp_path: Path) -
     assert figures["busy"]["cores"] > 0.2, figures
     assert figures["idle"]["cores"] < 0.05, figures
     assert figures["busy"]["peak_rss_mib"] >= figures["busy"]["idle_rss_mib"] > 0
+
+
+def test_the_benchmarks_own_cpu_is_its_process_without_the_stack_it_started(
+        tmp_path: Path) -> None:
+    busy_child = started_python(
+        tmp_path, "busy", "end = time.time() + 30\nwhile time.time() < end: pass")
+    try:
+        with ResourceSampler({"benchmark": BenchmarkProcess()}, interval=0.1) as resting:
+            time.sleep(1.0)
+        with ResourceSampler({"benchmark": BenchmarkProcess()}, interval=0.1) as working:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                pass
+    finally:
+        busy_child.kill()
+    assert resting.figures()["benchmark"]["cores"] < 0.05  # the busy child not counted
+    assert working.figures()["benchmark"]["cores"] > 0.2
+    assert working.figures()["benchmark"]["idle_rss_mib"] > 0
 
 
 def test_a_result_read_back_from_json_is_the_same_result() -> None:
