@@ -259,7 +259,7 @@ def _start(run: Settings) -> None:
     ServingService(run).start()
 
 
-def _stack_processes(run: Settings, bench: Settings) -> dict[str, Measured]:
+def _measured_processes(run: Settings, bench: Settings) -> dict[str, Measured]:
     """The processes a freshness run measures, by name (each speed shard's), and the
     benchmark's own beside them. The run's streams and API live in its own state dir; the
     broker is the benchmark's, in ``bench``'s."""
@@ -337,7 +337,7 @@ def freshness(settings: Settings, rate: int, seconds: int, shard_count: int = 1
         profile = TrafficProfile(count=rate * seconds, rate=rate, malformed_fraction=0.0,
                                  duplicate_fraction=0.0, late_fraction=0.0, seed=303,
                                  products=REFERENCE_PRODUCTS)
-        with ResourceSampler(_stack_processes(run, settings)) as resources:
+        with ResourceSampler(_measured_processes(run, settings)) as resources:
             with Stopwatch() as producing:
                 manifest = produce_traffic(TrafficGenerator(profile), producer)
             with Stopwatch() as draining:
