@@ -26,7 +26,15 @@ from py4j.protocol import Py4JJavaError
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
-from lambdalake.lake.bookkeeping import TimeSlice, count_slice, delta_rs_uri, read_small_slice
+from lambdalake.lake.bookkeeping import (
+    Additions,
+    AdditionsReader,
+    FollowedTable,
+    TimeSlice,
+    count_slice,
+    delta_rs_uri,
+    read_small_slice,
+)
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
 from lambdalake.speed.realtime import RealtimeTable
@@ -149,6 +157,33 @@ class RivalCommitsMeanwhile:
 
     class Java:
         implements = ["java.util.Iterator"]
+
+
+def test_a_followed_table_finds_each_commit_and_reads_only_its_files_there(
+        lake: Settings) -> None:
+    """What the serving API does with each real-time table on S3 (``FollowedTable``): look
+    for the next commit file, then read only the files it added, partition values included."""
+    from deltalake import write_deltalake
+
+    path = lake.table_path("followed")
+
+    def commit(n: int) -> None:
+        write_deltalake(delta_rs_uri(path), pa.table({
+            "day": pa.array([NOON.date()], pa.date32()), "n": [n]}),
+            mode="append", partition_by=["day"])
+
+    folded: list[Additions] = []
+    commit(0)
+    reader = AdditionsReader(FollowedTable(path))
+    reader.poll(folded.append)
+    assert not reader.behind()
+    commit(1)
+    assert reader.behind()
+    reader.poll(folded.append)
+    assert not reader.behind()
+    assert [(added.version, added.start_over) for added in folded] == [(0, False), (1, False)]
+    assert [added.rows.to_pylist() for added in folded if added.rows is not None] == [
+        [{"n": 0, "day": NOON.date()}], [{"n": 1, "day": NOON.date()}]]
 
 
 def test_a_spark_commit_that_loses_the_race_is_refused_not_written_over(

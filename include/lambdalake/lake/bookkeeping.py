@@ -23,7 +23,6 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError, DeltaProtocolError
-from deltalake.fs import DeltaStorageHandler
 
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.stack.object_store import use_process_object_store
@@ -93,7 +92,7 @@ class FollowedTable:
         return self.table.version()
 
     def moved(self) -> bool:
-        """Whether a commit newer than the one ``refresh`` read exists: one file lookup (60 µs
+        """Whether a commit newer than the one ``refresh`` read exists: one file lookup (2 µs
         on a local disk, a HEAD request on object storage), where ``refresh`` lists the log."""
         if self.table is None:
             return bool(DeltaTable.is_deltatable(self.uri))
@@ -102,9 +101,13 @@ class FollowedTable:
         return found
 
     def _storage(self) -> pafs.FileSystem:
-        """The table's storage, paths relative to its root (opened once)."""
+        """The table's storage, paths relative to its root (opened once): pyarrow's own file
+        system (``arrow_filesystem``), where delta-rs's storage handler wrapped as a Python
+        one cost 120 us of CPU a lookup against 1.9 us on a local disk, and the serving API
+        looks for each real-time table's next commit every 20 ms."""
         if self._filesystem is None:
-            self._filesystem = pafs.PyFileSystem(DeltaStorageHandler(self.uri))
+            filesystem, root = arrow_filesystem(self.uri)
+            self._filesystem = pafs.SubTreeFileSystem(root, filesystem)
         return self._filesystem
 
     def data_files(self) -> dict[str, dict[str, Any]]:
