@@ -8,8 +8,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 LAMBDALAKE := $(BIN)/lambdalake
 CHROMIUM := /usr/bin/chromium
+FAKETIME := /usr/bin/faketime
+DAYS ?= 30
 
-.PHONY: setup up down status demo report lint test test-unit chaos bench lock clean
+.PHONY: setup up down status demo report lint test test-unit test-clock-ahead chaos bench lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -22,6 +24,10 @@ $(INSTALLED): requirements.txt pyproject.toml
 $(CHROMIUM):           # Debian's chromium, for the test that renders the Airflow plugin page
 	@test "$$(id -u)" = 0 || { echo "need Debian's chromium: apt-get install chromium (as root)"; exit 1; }
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium
+
+$(FAKETIME):           # Debian's faketime (libfaketime) and a C compiler, for `make test-clock-ahead`
+	@test "$$(id -u)" = 0 || { echo "need Debian's faketime: apt-get install faketime (as root)"; exit 1; }
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends faketime gcc libc6-dev
 
 setup: $(INSTALLED)   ## venv, JVM jars from Maven Central, state dirs
 	$(LAMBDALAKE) setup
@@ -51,6 +57,19 @@ test: setup $(CHROMIUM) lint  ## lint, then the whole suite: unit tests, then in
 
 test-unit: $(INSTALLED)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+# every process of the run (pytest and the stack it starts: JVMs, PostgreSQL, Airflow) sees
+# its wall clock DAYS ahead through libfaketime; monotonic clocks stay real, and
+# tests/support/clock_ahead.c mends the waits libfaketime 0.9.10 breaks in that mode
+CLOCK_AHEAD := .state/clock-ahead/clock_ahead.so
+$(CLOCK_AHEAD): tests/support/clock_ahead.c
+	@mkdir -p $(@D)
+	cc -shared -fPIC -O2 -Wall -o $@ $< -ldl -lpthread
+
+test-clock-ahead: setup $(CHROMIUM) $(FAKETIME) $(CLOCK_AHEAD)  ## the unit tests and the tests that produce through Kafka, DAYS (30) from now
+	LD_PRELOAD="$(abspath $(CLOCK_AHEAD)) $$(dpkg -L libfaketime | grep '/libfaketimeMT.so.1$$')" \
+	  FAKETIME="+$(DAYS)d" FAKETIME_DONT_FAKE_MONOTONIC=1 $(BIN)/python -m pytest \
+	  tests/unit $$($(BIN)/python -m tests.support.dated_traffic) $(PYTEST_ARGS)
 
 chaos: setup          ## only the fault-injection tests (kills, broker outage, full disk, lost nodes)
 	$(BIN)/python -m pytest tests/integration -m chaos $(PYTEST_ARGS)

@@ -43,6 +43,7 @@ from lambdalake.views.definition import load_views
 from lambdalake.views.measures import sketch_of
 
 WRITERS, APPENDS = 3, 8
+# fixed date: rows written to and read from the object store as given, never compared with now
 NOON = datetime(2026, 11, 24, 12, tzinfo=UTC)
 
 

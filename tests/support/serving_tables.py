@@ -15,6 +15,8 @@ from lambdalake.views.definition import load_views
 from lambdalake.views.measures import sketch_of
 from lambdalake.views.publication import Publication, publish
 
+# fixed date: tables written directly with delta-rs for settings whose batch.start_date is
+# this day (never the clock's default); nothing produced through Kafka
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
 TS = pa.timestamp("us", tz="UTC")
 

@@ -31,6 +31,8 @@ from lambdalake.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+# fixed date: the Kafka rows are built here with ARRIVAL as their timestamp and ingest time,
+# so every age is measured against it, not the clock
 ARRIVAL = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                 "timestamp TIMESTAMP, timestampType INT")

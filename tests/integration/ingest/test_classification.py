@@ -17,6 +17,8 @@ from lambdalake.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+# fixed date: the records' Kafka timestamps are NOW itself (built here, not produced), and
+# classification measures event age against that timestamp, not the clock
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                 "timestamp TIMESTAMP, timestampType INT")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import pytest
 from pyspark.errors import AnalysisException
 
-from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS, event_time
 from lambdalake.contracts import EntityRegistry, encode_event
 from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
@@ -34,6 +34,7 @@ from lambdalake.settings import Settings
 from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.views.batch import compute_slice
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
+from tests.support.clock import hours_ago
 from tests.support.ground_truth import expected_view, manifest_events
 from tests.support.reference_topics import compacting_now, records_in
 from tests.support.reference_truth import (
@@ -45,7 +46,7 @@ from tests.support.reference_truth import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
+START = hours_ago(1)  # the traffic goes through Kafka: relative to now (tests/support/clock.py)
 SALES_BY_CATEGORY = ViewDefinition.model_validate({
     "name": "sales_by_category", "description": "Cart additions and purchases per category.",
     "event_types": ["add_to_cart", "purchase"], "grain": "1 hour", "lateness": "10 minutes",
@@ -167,7 +168,8 @@ def test_reference_changes_land_once_and_history_survives_compaction(
         assert reference.status()["entities"]["product"]["skipped"] == sum(
             c["kind"] in REFERENCE_MALFORMED_KINDS for c in changes)
         product = next(v for v in truth if v.entity == "product" and v.valid_to is None)
-        renamed = {**product.value, "brand": "newbrand", "updated_at": "2026-11-23T07:00:00.000Z",
+        renamed = {**product.value, "brand": "newbrand",
+                   "updated_at": event_time(START + timedelta(hours=1)),
                    "list_price": Decimal(product.value["list_price"])}  # the manifest's: str
         producer = reference_producers(settings)["product"]
         producer.send(product.key, encode_event(renamed))

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = PROJECT_ROOT / "test-artifacts"
+# fixed date: the tests build their Kafka rows with timestamps of their own (KAFKA_SCHEMA)
+# and gate slices they name; no age or now comparison reaches them
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)  # the validated hour; the next one is in bronze, not in views
 PROFILE = TrafficProfile(count=1500, seed=7, start_time=START, event_time_rate=1500 / 7200,
@@ -343,6 +345,7 @@ def test_an_entity_s_history_is_gated_for_overlaps_open_versions_and_its_contrac
     reference = gated_on(engine, lake.model_copy(update={"lake": lake.lake.model_copy(
         update={"root": str(tmp_path)})}))
     assert validate_reference_history(spark, reference, "product", START, END).rows == 0
+    # fixed date: history rows written and gated directly, never compared with now
     day = datetime(2026, 11, 19, tzinfo=UTC).replace(tzinfo=None)
     later, latest = day + timedelta(hours=5), day + timedelta(hours=9)
 

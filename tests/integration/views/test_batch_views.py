@@ -22,6 +22,8 @@ from tests.support.ground_truth import expected_view, first_copies
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# fixed date: the Kafka rows are built here, stamped ARRIVAL (no producing: no age check
+# against now), and the slices are computed for intervals the tests name
 START = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 ARRIVAL = START + timedelta(hours=3)
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
