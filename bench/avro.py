@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bench import ingest, speed
 from bench.common import Result, backlog, fresh_run, in_own_process
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.kafka.schema_registry import TopicSchemas
 from lambdalake.operations.traffic import traffic_generator
@@ -33,8 +33,8 @@ KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset B
 def classification_seconds(settings: Settings, records: int) -> dict[str, float]:
     """Seconds to classify the same events as JSON and as Avro (best of three, warm);
     run it ``in_own_process``."""
-    from lambdalake.ingest.validation import classify
     from lambdalake.spark import get_spark
+    from lambdalake.streaming.classification import classify
 
     spark = get_spark("bench-avro-classification", settings)
     contracts = ContractRegistry()

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import Plot, Result, Stopwatch, gate_seconds
-from lambdalake.contracts import ContractRegistry
+from lambdalake.batch.recompute import recompute_views
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE, bronze_columns
 from lambdalake.settings import Settings
-from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition, load_views
 

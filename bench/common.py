@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import psutil
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.generator import TrafficProfile
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.generator.traffic import TrafficProfile
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.kafka.schema_registry import register_contracts, registry_client
 from lambdalake.kafka.topics import ensure_topic

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ResourceSampler, Result
-from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.operations.platform import Platform

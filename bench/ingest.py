@@ -54,7 +54,7 @@ from bench.common import (
     in_own_process,
     summary,
 )
-from lambdalake.generator import (
+from lambdalake.generator.traffic import (
     MALFORMED_KINDS,
     Manifest,
     TrafficGenerator,
@@ -99,8 +99,8 @@ def bare_consumer_drain(settings: Settings, expected: int) -> float:
 def bare_streaming_drain(settings: Settings, expected: int, max_offsets: int) -> float:
     """Records per second of a bare Structured Streaming query appending the topic's raw
     Kafka records to a Delta table (sustained batches); run it ``in_own_process``."""
-    from lambdalake.ingest.stream import kafka_stream
     from lambdalake.spark import get_spark
+    from lambdalake.streaming.events import kafka_stream
 
     spark = get_spark("bench-bare-streaming", settings)
     query = (kafka_stream(spark, settings, max_offsets).writeStream.format("delta")

@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 
 from bench.common import backlog, bench_environment, fresh_run
-from lambdalake.generator import produce_traffic
+from lambdalake.generator.traffic import produce_traffic
 from lambdalake.ingest.stream import INGEST_SPARK_CONF, start_ingest
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_platform_topics

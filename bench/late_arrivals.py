@@ -26,12 +26,12 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from bench.common import Result
+from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import load_views
-from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.publication import Publication, publish
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 DAYS = 30

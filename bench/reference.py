@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 
 from bench.common import Result, in_own_process
-from lambdalake.contracts import encode_event
+from lambdalake.contracts.registry import encode_event
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings

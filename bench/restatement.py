@@ -26,13 +26,13 @@ from typing import Any
 
 from bench.batch import START, cache_dir, ensure_bronze, lake_settings, shuffle_partitions
 from bench.common import Result, Stopwatch
+from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.batch.publication import Publication, publish, read_publications
+from lambdalake.batch.recompute import recompute_views
+from lambdalake.batch.restatement import plan_restatements
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
-from lambdalake.views.batch import recompute_views
 from lambdalake.views.definition import load_views
-from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.publication import Publication, publish, read_publications
-from lambdalake.views.restatement import plan_restatements
 
 EVENTS = {"quick": 200_000, "full": 1_000_000}
 ROUNDS = 3

@@ -43,6 +43,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from bench.common import Plot, Result, Stopwatch, summary
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_query
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
@@ -51,7 +52,6 @@ from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import sketch_of
-from lambdalake.views.publication import Publication, publish
 
 VIEW = "page_traffic"
 ROWS_PATH = f"/views/{VIEW}/rows"

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.settings import Settings
 from lambdalake.views.definition import load_views
-from lambdalake.views.publication import Publication, publish
 
 FIRST_HOUR = datetime(2025, 1, 1, tzinfo=UTC)
 

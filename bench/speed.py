@@ -65,12 +65,12 @@ from bench.common import (
     summary,
 )
 from bench.ingest import bare_consumer_drain, visibility_delays
-from lambdalake.catalogue import Catalogue
-from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.generator.catalogue import Catalogue
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.status import QUERY_NAME as INGEST
 from lambdalake.kafka.producer import EventProducer
-from lambdalake.lake.bookkeeping import table_version
 from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.delta_rs import table_version
 from lambdalake.operations.traffic import reference_producers, traffic_generator
 from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings

@@ -69,7 +69,7 @@ def lambdalake_batch_views() -> None:
              data_interval_end: datetime | None = None,
              run_id: str | None = None) -> dict[str, Any]:
         """Check the trigger form and fix the interval, views and mode of this run."""
-        from lambdalake.orchestration.batch_run import plan_batch_run
+        from lambdalake.batch.steps import plan_batch_run
 
         assert run_id is not None
         return plan_batch_run(params, data_interval_start, data_interval_end, run_id).to_xcom()
@@ -79,8 +79,8 @@ def lambdalake_batch_views() -> None:
     def wait_for_bronze(planned: dict[str, Any]) -> PokeReturnValue:
         """The forever store holds every record (events in bronze, changes in the reference
         changelog) that arrived before interval end + lateness."""
+        from lambdalake.batch.steps import BatchPlan, completeness_moment
         from lambdalake.ingest.completeness import store_completeness
-        from lambdalake.orchestration.batch_run import BatchPlan, completeness_moment
 
         run = BatchPlan.from_xcom(planned)
         if run.full_reprocess:
@@ -92,21 +92,21 @@ def lambdalake_batch_views() -> None:
     @spark_task
     def gate_bronze(planned: dict[str, Any]) -> None:
         """Quality gate on the interval's bronze rows (critical failures stop the run)."""
-        from lambdalake.orchestration.batch_run import BatchPlan, gate_bronze
+        from lambdalake.batch.steps import BatchPlan, gate_bronze
 
         gate_bronze(BatchPlan.from_xcom(planned))
 
     @spark_task
     def compute(planned: dict[str, Any]) -> list[dict[str, Any]]:
         """Replace the interval's view slices from bronze (or build new versions)."""
-        from lambdalake.orchestration.batch_run import BatchPlan, compute
+        from lambdalake.batch.steps import BatchPlan, compute
 
         return compute(BatchPlan.from_xcom(planned))
 
     @spark_task
     def gate_views(planned: dict[str, Any], written: list[dict[str, Any]]) -> None:
         """Quality gate on exactly what compute wrote."""
-        from lambdalake.orchestration.batch_run import BatchPlan, gate_views
+        from lambdalake.batch.steps import BatchPlan, gate_views
 
         gate_views(settings, BatchPlan.from_xcom(planned), written)
 
@@ -114,7 +114,7 @@ def lambdalake_batch_views() -> None:
     def publish(planned: dict[str, Any], written: list[dict[str, Any]],
                 outlet_events: Any = None) -> dict[str, str]:
         """Advance the high-water marks (or switch versions) and tell the serving layer."""
-        from lambdalake.orchestration.batch_run import BatchPlan, publish
+        from lambdalake.batch.steps import BatchPlan, publish
 
         run = BatchPlan.from_xcom(planned)
         marks = publish(settings, run, written)

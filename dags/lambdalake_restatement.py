@@ -1,7 +1,7 @@
 """Restatement: published intervals that late rows reached are recomputed, automatically.
 
 Every ``batch.restate_every_minutes`` the one task reads bronze's Delta log for rows that
-arrived after the slice of their window was published (``lambdalake.views.late_arrivals``),
+arrived after the slice of their window was published (``lambdalake.batch.late_arrivals``),
 and triggers a run of ``lambdalake_batch_views`` for each such published interval (run id
 ``restate__<interval start>__<time>``, the views waiting in it, their late rows as the
 ``restating`` param): oldest first, at most ``batch.restate_max_intervals`` at a time, never

@@ -35,7 +35,7 @@ def lambdalake_smoke() -> None:
     @task(execution_timeout=timedelta(minutes=5))
     def produce(params: dict) -> int:
         """Produce the events; the broker acknowledges every one or the task fails."""
-        from lambdalake.smoke import produce_smoke_events
+        from lambdalake.orchestration.smoke import produce_smoke_events
 
         return produce_smoke_events(settings, int(params["events"]))
 

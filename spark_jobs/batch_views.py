@@ -17,9 +17,9 @@ import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
 
+from lambdalake.batch.recompute import SliceWritten, build_version, recompute_views, switch_to
 from lambdalake.settings import get_settings
 from lambdalake.spark import task_session
-from lambdalake.views.batch import SliceWritten, build_version, recompute_views, switch_to
 from lambdalake.views.definition import load_views
 
 

@@ -1,7 +1,7 @@
 """Spark entry point of the smoke pipeline: copy the smoke topic into Delta and check it."""
 
+from lambdalake.orchestration.smoke import kafka_to_delta
 from lambdalake.settings import get_settings
-from lambdalake.smoke import kafka_to_delta
 from lambdalake.spark import get_spark
 
 

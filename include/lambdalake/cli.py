@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from lambdalake.contracts import EVENTS_DIR
+from lambdalake.contracts.registry import EVENTS_DIR
 from lambdalake.quality.report import LAYERS
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables, get_settings
 
@@ -184,7 +184,7 @@ def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
 
 def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
     """Regenerate the documentation derived from code: README's settings table, contracts."""
-    from lambdalake.contracts import ContractRegistry, EntityRegistry, contracts_markdown
+    from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, contracts_markdown
 
     readme = PROJECT_ROOT / "README.md"
     text = readme.read_text()
@@ -199,7 +199,7 @@ def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
-    from lambdalake.contracts import (
+    from lambdalake.contracts.registry import (
         ContractError,
         ContractRegistry,
         EntityRegistry,
@@ -247,7 +247,7 @@ def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_produce(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from lambdalake.generator import TrafficProfile, produce_traffic
+    from lambdalake.generator.traffic import TrafficProfile, produce_traffic
     from lambdalake.kafka.producer import EventProducer, stop_on_signals
     from lambdalake.kafka.topics import ensure_topic
     from lambdalake.operations.traffic import reference_producers, traffic_generator

@@ -26,7 +26,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
-from lambdalake.lake.bookkeeping import (
+from lambdalake.lake.delta_rs import (
     Additions,
     AdditionsReader,
     FollowedTable,

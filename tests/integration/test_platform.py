@@ -29,13 +29,13 @@ import pytest
 from deltalake import DeltaTable
 from pyarrow.fs import FileSelector
 
-from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
-from lambdalake.generator import Manifest
+from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.generator.traffic import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
-from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+from lambdalake.lake.delta_rs import delta_rs_uri, table_exists
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer
 
 from lambdalake.cli import main
-from lambdalake.contracts import ContractError, ContractRegistry, EntityRegistry
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.contracts.registry import ContractError, ContractRegistry, EntityRegistry
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.kafka.schema_registry import (

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from lambdalake.orchestration.smoke import produce_smoke_events
 from lambdalake.orchestration.spark_jobs import job_path
 from lambdalake.settings import Settings
-from lambdalake.smoke import produce_smoke_events
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.spark_standalone import SparkStandalone
 from lambdalake.streaming.service import topic_end_offsets

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from lambdalake.contracts import EVENTS_DIR, ContractRegistry
+from lambdalake.contracts.registry import EVENTS_DIR, ContractRegistry
 
 
 def contracts_with_page_view_v2(directory: Path, referrer_required: bool = False

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from lambdalake.generator import Manifest, Record, TrafficGenerator, TrafficProfile
+from lambdalake.generator.traffic import Manifest, Record, TrafficGenerator, TrafficProfile
 from lambdalake.views.definition import ViewDefinition
 
 

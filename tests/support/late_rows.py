@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import physical_table
-from lambdalake.views.publication import Publication, publish
 from tests.support.serving_tables import MIDNIGHT, TS
 
 

@@ -8,9 +8,9 @@ import json
 
 import pyarrow.parquet as pq
 
-from lambdalake.lake.bookkeeping import arrow_filesystem
 from lambdalake.lake.bronze import UNIQUE_COLUMNS
 from lambdalake.lake.bronze_log import log_path
+from lambdalake.lake.delta_rs import arrow_filesystem
 
 WRITTEN_AS_INGEST_WRITES = ("INT64", "microseconds", ())
 """``file_storage`` of a file written with ``FILE_WRITE_CONF``."""

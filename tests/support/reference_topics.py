@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from lambdalake.contracts import EntityRegistry
+from lambdalake.contracts.registry import EntityRegistry
 from lambdalake.settings import Settings
 
 

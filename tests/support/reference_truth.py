@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
-from lambdalake.generator import Manifest
+from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.generator.traffic import Manifest
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import load_views
 from lambdalake.views.measures import sketch_of
-from lambdalake.views.publication import Publication, publish
 
 # fixed date: tables written directly with delta-rs for settings whose batch.start_date is
 # this day (never the clock's default); nothing produced through Kafka

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings

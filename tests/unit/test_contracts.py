@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lambdalake.contracts import (
+from lambdalake.contracts.registry import (
     EVENTS_DIR,
     ContractError,
     ContractRegistry,

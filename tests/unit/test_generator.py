@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS
-from lambdalake.contracts import ContractRegistry, EntityRegistry, encode_event
-from lambdalake.generator import (
+from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, encode_event
+from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS
+from lambdalake.generator.traffic import (
     AVRO_MALFORMED_KINDS,
     MALFORMED_KINDS,
     PACING_SECONDS,

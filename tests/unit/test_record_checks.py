@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from lambdalake.catalogue import Catalogue
-from lambdalake.contracts import FORMATS, EntityRegistry, encode_event
-from lambdalake.record_checks import UnsupportedSchema, compile_record_check
+from lambdalake.contracts.record_checks import UnsupportedSchema, compile_record_check
+from lambdalake.contracts.registry import FORMATS, EntityRegistry, encode_event
+from lambdalake.generator.catalogue import Catalogue
 from tests.unit.test_generator import START
 
 ENTITIES = EntityRegistry()

@@ -52,7 +52,7 @@ class Completeness:
 
 def entity_topics(settings: Settings) -> list[str]:
     """The reference entities' compacted topics."""
-    from lambdalake.contracts import EntityRegistry
+    from lambdalake.contracts.registry import EntityRegistry
 
     return [settings.kafka.entity_topic(entity).name for entity in EntityRegistry().entities]
 

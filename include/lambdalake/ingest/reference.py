@@ -22,13 +22,15 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from lambdalake.contracts import (
+from lambdalake.contracts.registry import (
     DELETION_TIME_HEADER,
     ENTITY_TIME_FIELD,
     EntityContract,
     EntityRegistry,
 )
-from lambdalake.ingest.checks import (
+from lambdalake.lake.reference import refresh, write_changes
+from lambdalake.settings import IngestSettings, Settings
+from lambdalake.streaming.checks import (
     TIMESTAMP_FORMAT,
     any_of,
     field_stages,
@@ -37,8 +39,6 @@ from lambdalake.ingest.checks import (
     object_fields,
     violations,
 )
-from lambdalake.lake.reference import refresh, write_changes
-from lambdalake.settings import IngestSettings, Settings
 from lambdalake.streaming.runner import query_ledger
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from lambdalake.contracts import ContractRegistry, encode_event
+from lambdalake.contracts.registry import ContractRegistry, encode_event
 from lambdalake.settings import KafkaSettings
 
 

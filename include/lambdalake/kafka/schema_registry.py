@@ -35,7 +35,7 @@ try:  # the HTTP client confluent-kafka's registry client uses: httpx2 where ins
 except ImportError:  # pragma: no cover - depends on the installed extras
     import httpx as _http  # type: ignore[no-redef]
 
-from lambdalake.contracts import (
+from lambdalake.contracts.registry import (
     ContractError,
     ContractRegistry,
     EventContract,

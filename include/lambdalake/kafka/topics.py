@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from lambdalake.contracts import EntityRegistry
+from lambdalake.contracts.registry import EntityRegistry
 from lambdalake.settings import KafkaSettings, TopicSettings
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import TimeSlice, count_slice, read_small_slice, table_exists
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.lake.checkpoints import CHECKPOINT_INTERVAL, NO_CHECKPOINT_IN_COMMIT
+from lambdalake.lake.delta_rs import TimeSlice, count_slice, read_small_slice, table_exists
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings

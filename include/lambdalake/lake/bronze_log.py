@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from lambdalake.lake.bookkeeping import arrow_filesystem
+from lambdalake.lake.delta_rs import arrow_filesystem
 from lambdalake.timeutil import parse_utc
 
 EVENT_TIME = "occurred_at"

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists
+from lambdalake.lake.delta_rs import delta_rs_uri, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -28,9 +28,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.contracts import EntityRegistry
-from lambdalake.lake.bookkeeping import Partition, delta_rs_uri, read_small_slice, table_exists
+from lambdalake.contracts.registry import EntityRegistry
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS, with_ingest_time
+from lambdalake.lake.delta_rs import Partition, delta_rs_uri, read_small_slice, table_exists
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
 

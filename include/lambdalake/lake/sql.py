@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import table_exists, table_properties
+from lambdalake.lake.delta_rs import table_exists, table_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

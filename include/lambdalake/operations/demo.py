@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from lambdalake.generator import Manifest, TrafficProfile
+from lambdalake.generator.traffic import Manifest, TrafficProfile
 from lambdalake.settings import Settings
 
 BATCH_DAG = "lambdalake_batch_views"
@@ -90,11 +90,11 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime,
 
 def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manifest:
     """Produce ``profile``, wait for ingest, check bronze + quarantine grew by what was sent."""
-    from lambdalake.generator import produce_traffic
+    from lambdalake.generator.traffic import produce_traffic
     from lambdalake.ingest.service import wait_caught_up
     from lambdalake.kafka.producer import EventProducer
-    from lambdalake.lake.bookkeeping import row_count
     from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
+    from lambdalake.lake.delta_rs import row_count
     from lambdalake.operations.traffic import reference_producers, traffic_generator
 
     tables = (BRONZE_TABLE, QUARANTINE_TABLE)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.ingest.service import IngestService
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.kafka.schema_registry import register_contracts, registry_client

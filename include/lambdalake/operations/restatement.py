@@ -16,21 +16,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from lambdalake.orchestration.airflow_api import AirflowClient
-from lambdalake.quality.history import record
-from lambdalake.quality.verdict import WARNING, ExpectationOutcome, GateResult
-from lambdalake.settings import Settings
-from lambdalake.timeutil import duration_seconds, iso_utc, parse_utc
-from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.late_arrivals import LateArrivals, Waiting
-from lambdalake.views.publication import read_publications
-from lambdalake.views.restatement import (
+from lambdalake.batch.late_arrivals import LateArrivals, Waiting
+from lambdalake.batch.publication import read_publications
+from lambdalake.batch.restatement import (
     RUN_ID_PREFIX,
     Interval,
     Restatement,
     plan_restatements,
     write_cycle_status,
 )
+from lambdalake.orchestration.airflow_api import AirflowClient
+from lambdalake.quality.history import record
+from lambdalake.quality.verdict import WARNING, ExpectationOutcome, GateResult
+from lambdalake.settings import Settings
+from lambdalake.timeutil import duration_seconds, iso_utc, parse_utc
+from lambdalake.views.definition import ViewDefinition, load_views
 
 BATCH_DAG_ID = "lambdalake_batch_views"
 RESTATEMENT_LAYER = "restatement"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.batch.restatement import read_restatements
 from lambdalake.ingest.status import QUERY_NAME as INGEST
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.snapshot import SnapshotStore
@@ -14,8 +16,6 @@ from lambdalake.speed.shards import speed_status
 from lambdalake.speed.supervisor import recent_alerts
 from lambdalake.streaming.progress import failures, read_status
 from lambdalake.views.definition import load_views
-from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.restatement import read_restatements
 
 
 def print_layer_freshness(settings: Settings) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lambdalake.contracts import EntityRegistry
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.contracts.registry import EntityRegistry
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import event_encoder
 from lambdalake.kafka.topics import ensure_topic

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import great_expectations as gx  # the package's __init__ silenced GX analytics first
 
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
 )

@@ -57,7 +57,7 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
 def record_all(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
     """``record`` for several results in one commit (a gate step's gates): one file and one
     log entry instead of one per result."""
-    from lambdalake.lake.bookkeeping import append_rows
+    from lambdalake.lake.delta_rs import append_rows
 
     _import_legacy_file(settings)
     rows = [_row(_entry(result, settings, context),
@@ -87,7 +87,7 @@ def _entry(result: GateResult, settings: Settings, context: dict[str, Any]) -> d
 
 def read_results(settings: Settings) -> list[dict[str, Any]]:
     """Every recorded result, oldest first (none if nothing was recorded)."""
-    from lambdalake.lake.bookkeeping import read_rows  # delta-rs: not when a page imports this
+    from lambdalake.lake.delta_rs import read_rows  # delta-rs: not when a page imports this
 
     rows = read_rows(results_path(settings), pa.schema([SCHEMA.field("recorded_at"),
                                                         SCHEMA.field("entry")]))
@@ -102,7 +102,7 @@ def read_row_counts(settings: Settings, layer: str) -> list[dict[str, Any]]:
     cost does not grow with other layers' results and the entries' size."""
     import pyarrow.compute as pc
 
-    from lambdalake.lake.bookkeeping import read_rows
+    from lambdalake.lake.delta_rs import read_rows
 
     columns = ("subject", "interval_start", "interval_end", "rows", "evaluated", "recorded_at")
     rows = read_rows(results_path(settings), pa.schema([SCHEMA.field(c) for c in columns]),
@@ -130,7 +130,7 @@ def _row(entry: dict[str, Any], suite: str | None) -> dict[str, Any]:
 
 def _import_legacy_file(settings: Settings) -> None:
     """Move the results of the JSON-lines file earlier versions wrote into the table, once."""
-    from lambdalake.lake.bookkeeping import append_rows
+    from lambdalake.lake.delta_rs import append_rows
 
     legacy = settings.state_dir / LEGACY_FILE
     claimed = legacy.with_name(legacy.name + ".importing")

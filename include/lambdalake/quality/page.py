@@ -134,7 +134,7 @@ def _page(title: str, body: str) -> str:
 def late_rows_of(settings: Settings) -> str:
     """The ``late_rows`` section from the newest cycle's status and the restatement log
     (delta-rs is imported here, not when the plugin loads)."""
-    from lambdalake.views.restatement import read_cycle_status, read_restatements
+    from lambdalake.batch.restatement import read_cycle_status, read_restatements
 
     return late_rows(read_cycle_status(settings), read_restatements(settings))
 

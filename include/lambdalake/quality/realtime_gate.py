@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.jsonfile import replace_json
 from lambdalake.quality.gate import SAMPLE_SIZE, run_suite_locally
 from lambdalake.quality.history import record

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.lake.bookkeeping import TimeSlice, read_small_slice, table_exists
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
@@ -24,6 +23,7 @@ from lambdalake.lake.bronze import (
     read_quarantine_arrivals,
     read_quarantine_rows,
 )
+from lambdalake.lake.delta_rs import TimeSlice, read_small_slice, table_exists
 from lambdalake.lake.reference import HISTORY_TABLE, read_history, read_history_rows
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.gate import run_suite_on, validate_bronze_frame, validate_view_frame

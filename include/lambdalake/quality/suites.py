@@ -98,15 +98,15 @@ import great_expectations as gx  # the package's __init__ silenced GX analytics 
 from great_expectations.expectations.expectation import Expectation
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from lambdalake.contracts import ContractRegistry, EntityRegistry, FieldRule
-from lambdalake.ingest.validation import QUARANTINE_REASONS
+from lambdalake.batch.recompute import LINEAGE_COLUMNS
+from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, FieldRule
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_COLUMNS,
     QUARANTINE_TABLE,
     bronze_columns,
 )
-from lambdalake.views.batch import LINEAGE_COLUMNS
+from lambdalake.streaming.classification import QUARANTINE_REASONS
 from lambdalake.views.definition import UNKNOWN_MEMBER, Measure, ViewDefinition, load_views
 
 CRITICAL = FailureSeverity.CRITICAL

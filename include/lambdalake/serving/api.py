@@ -37,6 +37,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, SecretStr
 
+from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import LAYERS, recent
 from lambdalake.serving.freshness import view_freshness
@@ -46,7 +47,6 @@ from lambdalake.settings import Settings, get_settings
 from lambdalake.speed.shards import speed_status
 from lambdalake.stack.secrets import MissingSecret
 from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.late_arrivals import LateArrivals
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from lambdalake.batch.late_arrivals import Waiting
 from lambdalake.serving.query import json_value
 from lambdalake.serving.snapshot import ViewSnapshot
-from lambdalake.views.late_arrivals import Waiting
 
 SPEED_FIELDS = ("batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")
 

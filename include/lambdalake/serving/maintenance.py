@@ -47,7 +47,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lambdalake.lake.bookkeeping import append_rows
+from lambdalake.lake.delta_rs import append_rows
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.serving.snapshot import (
     SnapshotStore,

@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake.bookkeeping import (
+from lambdalake.batch.publication import PUBLICATIONS_TABLE, HighWaterMarks
+from lambdalake.lake.delta_rs import (
     Additions,
     AdditionsReader,
     FollowedTable,
@@ -47,7 +48,6 @@ from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import RealtimeTable
 from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
 from lambdalake.views.definition import ViewDefinition
-from lambdalake.views.publication import PUBLICATIONS_TABLE, HighWaterMarks
 
 
 @dataclass(frozen=True)

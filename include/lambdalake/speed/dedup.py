@@ -56,7 +56,7 @@ def state_directory(checkpoint: str) -> str:
     checkpoint reset resets both)."""
     from pyarrow import fs
 
-    from lambdalake.lake.bookkeeping import arrow_filesystem
+    from lambdalake.lake.delta_rs import arrow_filesystem
 
     directory = f"{checkpoint.rstrip('/')}/seen"
     filesystem, root = arrow_filesystem(checkpoint)
@@ -85,7 +85,7 @@ class SeenEvents:
     """The event ids one speed query has counted, kept until its watermark passes them."""
 
     def __init__(self, directory: str | Path, views: Iterable[ViewDefinition]) -> None:
-        from lambdalake.lake.bookkeeping import arrow_filesystem
+        from lambdalake.lake.delta_rs import arrow_filesystem
 
         views = list(views)
         self.filesystem, self.directory = arrow_filesystem(str(directory))

@@ -29,8 +29,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import FollowedTable, arrow_filesystem, delta_rs_uri
 from lambdalake.lake.commits import retry_on_conflict
+from lambdalake.lake.delta_rs import FollowedTable, arrow_filesystem, delta_rs_uri
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, sketched_measures, with_estimates
 from lambdalake.views.definition import ViewDefinition

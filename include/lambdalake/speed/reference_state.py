@@ -32,7 +32,7 @@ from collections import Counter
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.contracts import EntityRegistry
+from lambdalake.contracts.registry import EntityRegistry
 from lambdalake.settings import Settings
 from lambdalake.views.definition import Join
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.lake.bookkeeping import arrow_filesystem
+from lambdalake.lake.delta_rs import arrow_filesystem
 from lambdalake.settings import Settings
 from lambdalake.streaming.progress import read_status
 

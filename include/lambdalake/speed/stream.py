@@ -29,9 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.ingest.stream import ClassifiedStream
-from lambdalake.ingest.validation import valid_only
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.settings import Settings
 from lambdalake.speed.dedup import SeenEvents, state_directory
@@ -39,6 +37,8 @@ from lambdalake.speed.partials import partials_of
 from lambdalake.speed.realtime import RealtimeTable, check_format
 from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.speed.shards import Shard, check_shard_layout, shards
+from lambdalake.streaming.classification import valid_only
+from lambdalake.streaming.events import ClassifiedStream
 from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lambdalake.lake.bookkeeping import append_rows, read_rows
+from lambdalake.lake.delta_rs import append_rows, read_rows
 from lambdalake.settings import Settings
 
 CATALOG_TABLE = "view_catalog"

@@ -35,7 +35,7 @@ from lambdalake.timeutil import duration_seconds
 from lambdalake.views.measures import MEASURE_KINDS, MeasureKind, quantile_rank_error
 
 if TYPE_CHECKING:
-    from lambdalake.contracts import ContractRegistry, EntityRegistry, FieldRule
+    from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, FieldRule
 
 VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
 _NUMERIC_SPARK_TYPES = ("BIGINT", "DOUBLE", "DECIMAL")
@@ -204,7 +204,7 @@ class ViewDefinition(BaseModel):
 
     def _join_problems(self, fields: dict[str, FieldRule],
                        entities: EntityRegistry | None) -> list[str]:
-        from lambdalake.contracts import EntityRegistry
+        from lambdalake.contracts.registry import EntityRegistry
 
         entities = entities or EntityRegistry()
         problems = []
@@ -234,7 +234,7 @@ class ViewDefinition(BaseModel):
         return problems
 
     def _joined_fields(self, entities: EntityRegistry | None) -> dict[str, FieldRule]:
-        from lambdalake.contracts import EntityRegistry
+        from lambdalake.contracts.registry import EntityRegistry
 
         entities = entities or EntityRegistry()
         return {attribute: entities.latest(join.entity).fields[attribute]
@@ -252,7 +252,7 @@ def load_views(
     directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None
 ) -> dict[str, ViewDefinition]:
     """Every view definition in ``directory``, validated against the event contracts."""
-    from lambdalake.contracts import ContractRegistry
+    from lambdalake.contracts.registry import ContractRegistry
 
     contracts = contracts or ContractRegistry()
     views: dict[str, ViewDefinition] = {}

@@ -30,7 +30,10 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
-from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.batch.publication import high_water_marks, published_intervals
+from lambdalake.batch.restatement import read_restatements
+from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
@@ -40,9 +43,6 @@ from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.publication import high_water_marks, published_intervals
-from lambdalake.views.restatement import read_restatements
 from tests.support.background import Background
 from tests.support.ground_truth import expected_view, manifest_events, manifest_records
 from tests.support.merged_answers import merged_answer

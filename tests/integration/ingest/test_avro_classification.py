@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lambdalake.contracts import ContractRegistry, encode_event
-from lambdalake.generator import AVRO_MALFORMED_KINDS, TrafficGenerator, TrafficProfile
-from lambdalake.ingest.validation import classify
+from lambdalake.contracts.registry import ContractRegistry, encode_event
+from lambdalake.generator.traffic import AVRO_MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.kafka.schema_registry import (
     AvroEventCodec,
     AvroSchemas,
@@ -21,6 +20,7 @@ from lambdalake.kafka.schema_registry import (
     registry_client,
 )
 from lambdalake.settings import Settings
+from lambdalake.streaming.classification import classify
 from tests.integration.ingest.test_classification import KAFKA_SCHEMA, NOW
 from tests.support.contracts import contracts_with_page_view_v2
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.compute as pc
 import pytest
 
-from lambdalake.generator import TrafficProfile
+from lambdalake.generator.traffic import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.settings import Settings

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.generator.traffic import (
+    MALFORMED_KINDS,
+    TrafficGenerator,
+    TrafficProfile,
+    produce_traffic,
+)
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE

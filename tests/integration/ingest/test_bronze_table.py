@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 
-from lambdalake.contracts import ContractRegistry, encode_event
-from lambdalake.ingest.validation import classify
-from lambdalake.lake.bookkeeping import table_properties
+from lambdalake.contracts.registry import ContractRegistry, encode_event
 from lambdalake.lake.bronze import (
     BRONZE_TABLE,
     QUARANTINE_TABLE,
@@ -25,8 +23,10 @@ from lambdalake.lake.bronze import (
     with_ingest_time,
     write_micro_batch,
 )
+from lambdalake.lake.delta_rs import table_properties
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
+from lambdalake.streaming.classification import classify
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

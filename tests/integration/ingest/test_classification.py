@@ -9,10 +9,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lambdalake.contracts import ContractRegistry, encode_event
-from lambdalake.generator import TrafficGenerator, TrafficProfile
-from lambdalake.ingest.validation import classify, valid_only
+from lambdalake.contracts.registry import ContractRegistry, encode_event
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.settings import Settings
+from lambdalake.streaming.classification import classify, valid_only
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.kafka.producer import EventProducer

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 from deltalake import DeltaTable
 
-from lambdalake.generator import TrafficProfile
+from lambdalake.generator.traffic import TrafficProfile
 from lambdalake.ingest.service import ingest_process, start_ingest_process, wait_caught_up
 from lambdalake.ingest.status import QUERY_NAME
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING
 import pytest
 from pyspark.errors import AnalysisException
 
-from lambdalake.catalogue import REFERENCE_MALFORMED_KINDS, event_time
-from lambdalake.contracts import EntityRegistry, encode_event
-from lambdalake.generator import TrafficGenerator, TrafficProfile, produce_traffic
+from lambdalake.batch.recompute import compute_slice
+from lambdalake.contracts.registry import EntityRegistry, encode_event
+from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS, event_time
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.topics import ensure_platform_topics
-from lambdalake.lake.bookkeeping import table_version
 from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.delta_rs import table_version
 from lambdalake.lake.reference import (
     CHANGES_TABLE,
     CURRENT_TABLE,
@@ -32,7 +33,6 @@ from lambdalake.lake.reference import (
 from lambdalake.operations.traffic import reference_producers
 from lambdalake.settings import Settings
 from lambdalake.speed.reference_state import CurrentReference
-from lambdalake.views.batch import compute_slice
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join, ViewDefinition
 from tests.support.clock import hours_ago
 from tests.support.ground_truth import expected_view, manifest_events

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.generator import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
-from lambdalake.ingest.validation import classify
+from lambdalake.batch.recompute import recompute_views
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.generator.traffic import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.lake.bronze import (
     count_bronze_arrivals,
     read_bronze_interval,
@@ -42,7 +42,7 @@ from lambdalake.quality.slices import (
 from lambdalake.quality.suites import bronze_suite, entity_suite, view_suite
 from lambdalake.quality.verdict import GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.views.batch import recompute_views
+from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition, load_views
 

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from deltalake import DeltaTable
 
-from lambdalake.contracts import encode_event
-from lambdalake.generator import Manifest, TrafficGenerator, TrafficProfile
+from lambdalake.batch.publication import Publication, publish
+from lambdalake.batch.recompute import recompute_views
+from lambdalake.contracts.registry import encode_event
+from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.quality.realtime_gate import validate_realtime
@@ -36,10 +38,8 @@ from lambdalake.speed.shards import shards, speed_status
 from lambdalake.speed.stream import queries_of
 from lambdalake.speed.supervisor import ensure_running
 from lambdalake.streaming.service import app_process
-from lambdalake.views.batch import recompute_views
 from lambdalake.views.catalog import current_table_path, current_version
 from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.publication import Publication, publish
 from tests.support.background import Background
 from tests.support.streaming_chaos import kill_mid_batch, produce_in_background
 

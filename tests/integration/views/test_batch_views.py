@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.generator import TrafficGenerator, TrafficProfile
-from lambdalake.ingest.validation import classify
+from lambdalake.batch.recompute import check_interval, recompute_views
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.lake.bronze import BRONZE_TABLE, write_micro_batch
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.settings import Settings
-from lambdalake.views.batch import check_interval, recompute_views
+from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.ground_truth import expected_view, first_copies
@@ -212,9 +212,9 @@ def test_intervals_of_one_day_are_written_in_parallel_without_conflicts(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from lambdalake.views import batch
+    from lambdalake.batch import recompute
 
-    monkeypatch.setattr(batch, "retry_on_conflict", lambda write: write())  # no retry allowed
+    monkeypatch.setattr(recompute, "retry_on_conflict", lambda write: write())  # no retry allowed
     view = load_views()["page_traffic"]
     hours = [START + timedelta(hours=h) for h in range(2)]
     with ThreadPoolExecutor(2) as pool:
@@ -236,7 +236,7 @@ def test_a_full_reprocess_switches_readers_atomically_and_keeps_newer_slices(
 ) -> None:
     import threading
 
-    from lambdalake.views.batch import build_version, switch_to
+    from lambdalake.batch.recompute import build_version, switch_to
     from lambdalake.views.catalog import current_version, physical_table
 
     view = load_views()["page_traffic"]

@@ -18,7 +18,7 @@ from bench.common import (
 )
 from bench.plots import DISTRIBUTION_FILE, write_plots
 from bench.run import markdown
-from lambdalake.generator import TrafficGenerator
+from lambdalake.generator.traffic import TrafficGenerator
 from lambdalake.stack.process import ManagedProcess
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import fastavro
 
-from lambdalake.contracts import ContractRegistry
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.kafka.schema_registry import avro_schema, subject
 from lambdalake.settings import RegistrySettings
 

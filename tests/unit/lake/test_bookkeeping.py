@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 
-from lambdalake.lake import bookkeeping
-from lambdalake.lake.bookkeeping import (
+from lambdalake.lake import delta_rs
+from lambdalake.lake.delta_rs import (
     Additions,
     AdditionsReader,
     FollowedTable,
@@ -155,7 +155,7 @@ def test_appends_are_compacted_as_a_table_grows(
 ) -> None:
     """A bookkeeping table gains a file per append; every ``COMPACT_EVERY`` versions they
     are rewritten as one, and readers see the same rows."""
-    monkeypatch.setattr(bookkeeping, "COMPACT_EVERY", 3)
+    monkeypatch.setattr(delta_rs, "COMPACT_EVERY", 3)
     path, schema = str(tmp_path / "log"), pa.schema([("n", pa.int64())])
     versions = [append_rows(path, schema, [{"n": n}]) for n in range(2)]
     assert versions == [1, 2] and len(DeltaTable(path).file_uris()) == 2
@@ -196,7 +196,7 @@ def test_a_small_slice_is_read_whole_from_the_files_its_statistics_keep(
     assert read_small_slice(path, inside, max_rows=3, columns=["n"]).column_names == ["n"]
     at_version_one = read_small_slice(path, inside, max_rows=3, version=1)
     assert at_version_one is not None and at_version_one.num_rows == 2
-    monkeypatch.setattr("lambdalake.lake.bookkeeping.LOCAL_READ_MAX_BYTES", 100)
+    monkeypatch.setattr("lambdalake.lake.delta_rs.LOCAL_READ_MAX_BYTES", 100)
     assert read_small_slice(path, inside, max_rows=3) is None  # its files are larger
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lambdalake.generator import TrafficGenerator
+from lambdalake.generator.traffic import TrafficGenerator
 from lambdalake.operations.demo import example_queries, plan_demo
 from lambdalake.settings import Settings
 from lambdalake.views.definition import load_views

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from lambdalake.orchestration import batch_run
-from lambdalake.orchestration.batch_run import (
+from lambdalake.batch import steps
+from lambdalake.batch.steps import (
     BatchPlan,
     completeness_moment,
     parse_results,
@@ -89,16 +89,16 @@ def gate_step_exiting(code: int) -> Callable[..., list[str]]:
 def test_data_failing_a_gate_fails_the_task_without_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(batch_run, "run_spark_job", gate_step_exiting(DATA_REJECTED_EXIT))
+    monkeypatch.setattr(steps, "run_spark_job", gate_step_exiting(DATA_REJECTED_EXIT))
     with pytest.raises(AirflowFailException, match="the data failed its critical checks") as e:
-        batch_run.run_gate(["--layer", "bronze"])
+        steps.run_gate(["--layer", "bronze"])
     assert isinstance(e.value.__cause__, SparkJobFailed)
 
 
 def test_a_gate_that_could_not_validate_keeps_the_tasks_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(batch_run, "run_spark_job", gate_step_exiting(1))
+    monkeypatch.setattr(steps, "run_spark_job", gate_step_exiting(1))
     with pytest.raises(SparkJobFailed) as e:
-        batch_run.run_gate(["--layer", "bronze"])
+        steps.run_gate(["--layer", "bronze"])
     assert e.value.exit_code == 1 and not isinstance(e.value, AirflowFailException)

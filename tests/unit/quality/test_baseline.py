@@ -9,7 +9,6 @@ from typing import Any
 
 import pandas as pd
 
-from lambdalake.ingest.validation import QUARANTINE_REASONS
 from lambdalake.lake.bronze import QUARANTINE_COLUMNS
 from lambdalake.quality.baseline import NO_BOUNDS, usual_row_count
 from lambdalake.quality.gate import pandas_batch_definition, validate_in_two_passes
@@ -21,6 +20,7 @@ from lambdalake.quality.suites import (
 )
 from lambdalake.quality.verdict import GateResult
 from lambdalake.settings import QualitySettings, Settings
+from lambdalake.streaming.classification import QUARANTINE_REASONS
 
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 HOUR = timedelta(hours=1)

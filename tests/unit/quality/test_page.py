@@ -62,8 +62,8 @@ def test_a_runs_page_shows_only_that_runs_validations(client: TestClient) -> Non
 def test_the_overview_shows_late_rows_waiting_and_recent_restatements(
     client: TestClient, settings: Settings,
 ) -> None:
-    from lambdalake.views.late_arrivals import Waiting, WaitingWindow
-    from lambdalake.views.restatement import record_restatement, write_cycle_status
+    from lambdalake.batch.late_arrivals import Waiting, WaitingWindow
+    from lambdalake.batch.restatement import record_restatement, write_cycle_status
 
     assert "No restatement cycle has looked yet" in client.get("/").text
     write_cycle_status(settings, [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lambdalake.contracts import ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.quality.gate import interpret, raised_exception
 from lambdalake.quality.history import read_results, record, record_all, results_path
 from lambdalake.quality.suites import (

@@ -10,14 +10,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lambdalake.lake.bookkeeping import FollowedTable, compact
+from lambdalake.batch.publication import PUBLICATIONS_TABLE, HighWaterMarks
+from lambdalake.lake.delta_rs import FollowedTable, compact
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore, by_window
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
-from lambdalake.views.publication import PUBLICATIONS_TABLE, HighWaterMarks
 from tests.support.serving_tables import (
     MIDNIGHT,
     TS,

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lambdalake.generator import TrafficGenerator, TrafficProfile
+from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
 from lambdalake.speed.stream import queries_of, query_name
 from lambdalake.views.definition import ViewDefinition, load_views

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from lambdalake.contracts import encode_event
+from lambdalake.contracts.registry import encode_event
 from lambdalake.settings import Settings
 from lambdalake.speed.reference_state import CurrentReference, entry_hash
 from lambdalake.views.definition import ViewDefinition

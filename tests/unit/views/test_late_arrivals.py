@@ -9,13 +9,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lambdalake.batch.late_arrivals import LateArrivals, WaitingWindow
+from lambdalake.batch.publication import Publication, publish
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import files_added
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition
-from lambdalake.views.late_arrivals import LateArrivals, WaitingWindow
-from lambdalake.views.publication import Publication, publish
 from tests.support.late_rows import arrive, hour, publish_from
 from tests.support.serving_tables import TS
 
@@ -67,7 +67,7 @@ def test_a_look_reads_only_the_commits_since_the_last_and_the_late_files(
     assert state["scanned_through"] == 21 and len(state["late"]) == 1
 
     read: list[tuple[int, int]] = []
-    import lambdalake.views.late_arrivals as module
+    import lambdalake.batch.late_arrivals as module
 
     def counting(table: str, after: int, through: int) -> list:
         read.append((after, through))
@@ -118,7 +118,7 @@ def test_nothing_waits_before_bronze_exists(lake: Settings, views: list[ViewDefi
 def test_lineage_is_read_from_the_rows_when_the_view_table_has_no_statistics(
     lake: Settings, views: list[ViewDefinition],
 ) -> None:
-    from lambdalake.views.late_arrivals import published_from
+    from lambdalake.batch.late_arrivals import published_from
 
     first = arrive(lake, [("a", "page_view", 0.5)])
     later = arrive(lake, [("b", "page_view", 0.7)])

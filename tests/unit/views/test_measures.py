@@ -61,7 +61,7 @@ def test_a_measure_that_does_not_fit_its_kind_is_refused(measure: dict, problem:
 
 
 def test_a_percentile_of_a_text_column_is_refused(product_sales: ViewDefinition) -> None:
-    from lambdalake.contracts import ContractRegistry
+    from lambdalake.contracts.registry import ContractRegistry
     from lambdalake.views.definition import ViewError
 
     bad = product_sales.model_copy(update={"measures": [Measure(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from lambdalake.batch.publication import HighWaterMarks, Publication, high_water_marks, publish
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path, current_version, switch_version
-from lambdalake.views.publication import HighWaterMarks, Publication, high_water_marks, publish
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)

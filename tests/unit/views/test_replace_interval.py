@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from lambdalake.batch.recompute import replace_interval
 from lambdalake.lake.commits import retry_on_conflict
-from lambdalake.views.batch import replace_interval
 
 MIDNIGHT = datetime(2026, 11, 28, tzinfo=UTC)
 PAGES = ("/a", "/b", "/c")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lambdalake.settings import Settings
-from lambdalake.views.definition import ViewDefinition
-from lambdalake.views.late_arrivals import LateArrivals
-from lambdalake.views.publication import read_publications
-from lambdalake.views.restatement import (
+from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.batch.publication import read_publications
+from lambdalake.batch.restatement import (
     LateRows,
     Restatement,
     plan_restatements,
@@ -18,6 +16,8 @@ from lambdalake.views.restatement import (
     record_restatement,
     write_cycle_status,
 )
+from lambdalake.settings import Settings
+from lambdalake.views.definition import ViewDefinition
 from tests.support.late_rows import arrive, hour, publish_from
 
 

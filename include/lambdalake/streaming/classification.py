@@ -1,6 +1,6 @@
 """Classify raw Kafka records as valid events or quarantined records, with Spark, at scale.
 
-Every rule is derived from the event contracts (``lambdalake.contracts``) and the ingest
+Every rule is derived from the event contracts (``lambdalake.contracts.registry``) and the ingest
 policy in settings; nothing about an event's shape is written here. JSON is parsed once
 into Spark's VARIANT type, whose ``schema_of_variant`` tells a JSON string from a number
 exactly, so a wrong type is never mistaken for a value. Only ``try_`` functions are used:
@@ -26,8 +26,10 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lambdalake.contracts import ContractRegistry, FieldRule
-from lambdalake.ingest.checks import (
+from lambdalake.contracts.registry import ContractRegistry, FieldRule
+from lambdalake.kafka.schema_registry import AvroSchemas
+from lambdalake.settings import IngestSettings
+from lambdalake.streaming.checks import (
     TIMESTAMP_FORMAT,
     any_of,
     field_stages,
@@ -36,8 +38,6 @@ from lambdalake.ingest.checks import (
     object_fields,
     violations,
 )
-from lambdalake.kafka.schema_registry import AvroSchemas
-from lambdalake.settings import IngestSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

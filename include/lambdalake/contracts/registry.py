@@ -3,7 +3,7 @@ of truth.
 
 From the files in ``schemas/events/`` this module derives everything else that knows an
 event's shape: producer-side validation (``ContractRegistry.validate``), the Spark type
-each field is read as and the Spark-side validation rules (``lambdalake.ingest.validation``
+each field is read as and the Spark-side validation rules (``lambdalake.streaming.classification``
 reads ``FieldRule``s from here), and the documentation (``contracts_markdown``). A file
 named ``<event_type>.v<N>.json`` holds version N; event files may reference shared files
 (``common.v1.json``) with ``allOf``/``$ref``.
@@ -34,7 +34,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from lambdalake.record_checks import RecordCheck, UnsupportedSchema, compile_record_check
+from lambdalake.contracts.record_checks import RecordCheck, UnsupportedSchema, compile_record_check
 from lambdalake.settings import PROJECT_ROOT
 
 EVENTS_DIR = PROJECT_ROOT / "schemas" / "events"
@@ -312,7 +312,7 @@ class EntityRegistry:
         """Whether ``record``, decoded as it travels (JSON, exact decimals), satisfies
         ``entity``'s newest contract: ``not errors(...)`` without the messages and the
         re-encoding, compiled to plain checks where the contract allows
-        (``lambdalake.record_checks``): what the speed layer asks of every record."""
+        (``lambdalake.contracts.record_checks``): what the speed layer asks of every record."""
         if entity not in self._checks:
             raise ContractError(f"unknown entity {entity!r}")
         return self._checks[entity](record)

@@ -44,15 +44,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
+from lambdalake.batch.publication import read_publications
 from lambdalake.jsonfile import replace_json
-from lambdalake.lake.bookkeeping import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import AddedFile, files_added
+from lambdalake.lake.delta_rs import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.settings import Settings
 from lambdalake.timeutil import parse_utc
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition
-from lambdalake.views.publication import read_publications
 
 STATE_FILE = "late-arrivals.json"
 ANSWER_FILE = "late-rows-waiting.json"

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lambdalake.lake.bookkeeping import delta_rs_uri, table_exists, table_version
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
+from lambdalake.lake.delta_rs import delta_rs_uri, table_exists, table_version
 from lambdalake.lake.reference import read_versions
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate

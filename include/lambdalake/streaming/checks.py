@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from lambdalake.contracts import FieldRule
+from lambdalake.contracts.registry import FieldRule
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from lambdalake.contracts import DELETION_TIME_HEADER, encode_event
+from lambdalake.contracts.registry import DELETION_TIME_HEADER, encode_event
 
 CATEGORIES = ("books", "electronics", "fashion", "garden", "grocery", "toys")
 BRANDS = ("acme", "globex", "initech", "umbrella", "wonka")

@@ -58,7 +58,7 @@ def plan_batch_run(
 
     Raises ``ValueError`` with a message for the UI when the params do not make sense.
     """
-    from lambdalake.views.batch import check_interval
+    from lambdalake.batch.recompute import check_interval
     from lambdalake.views.definition import load_views
 
     views = load_views()
@@ -163,9 +163,9 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     published before, so it stays) and a restatement is logged; a full reprocess switches
     readers to the new versions and leaves the publication log as it is.
     """
-    from lambdalake.views.publication import Publication, high_water_marks
-    from lambdalake.views.publication import publish as record
-    from lambdalake.views.restatement import record_restatement
+    from lambdalake.batch.publication import Publication, high_water_marks
+    from lambdalake.batch.publication import publish as record
+    from lambdalake.batch.restatement import record_restatement
 
     if plan.full_reprocess:
         for w in written:

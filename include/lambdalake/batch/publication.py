@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lambdalake.lake.bookkeeping import append_rows, read_rows
+from lambdalake.lake.delta_rs import append_rows, read_rows
 from lambdalake.settings import Settings
 
 PUBLICATIONS_TABLE = "batch_publications"

@@ -21,11 +21,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from lambdalake.batch.late_arrivals import Waiting
 from lambdalake.jsonfile import replace_json
-from lambdalake.lake.bookkeeping import append_rows, read_rows
+from lambdalake.lake.delta_rs import append_rows, read_rows
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc
-from lambdalake.views.late_arrivals import Waiting
 
 CYCLE_STATUS_FILE = "restatement.json"
 

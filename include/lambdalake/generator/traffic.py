@@ -8,7 +8,7 @@ the count of each kind and the ids of the valid events, so that whatever consume
 topic can be reconciled record for record.
 
 With ``reference_change_every`` set, reference data travels beside the events
-(``lambdalake.catalogue``): the initial catalogue first, then one change after every that
+(``lambdalake.generator.catalogue``): the initial catalogue first, then one change after every that
 many records, valid from the event time reached there. Each change is acknowledged before
 the next record is sent, so Kafka holds changes and events in the order the manifest lists
 them (each change names the record it follows: ``after_record``, -1 for the catalogue).
@@ -35,8 +35,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from lambdalake.catalogue import Catalogue, Change
-from lambdalake.contracts import encode_event
+from lambdalake.contracts.registry import encode_event
+from lambdalake.generator.catalogue import Catalogue, Change
 
 MALFORMED_KINDS = (
     "invalid_json",
