@@ -56,7 +56,7 @@ test: setup $(CHROMIUM) lint  ## lint, then the whole suite: unit tests, then in
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: $(INSTALLED)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit tests/repo $(PYTEST_ARGS)
 
 # every process of the run (pytest and the stack it starts: JVMs, PostgreSQL, Airflow) sees
 # its wall clock DAYS ahead through libfaketime; monotonic clocks stay real, and
@@ -72,7 +72,7 @@ test-clock-ahead: setup $(CHROMIUM) $(FAKETIME) $(CLOCK_AHEAD)  ## the unit test
 	  tests/unit $$($(BIN)/python -m tests.support.dated_traffic) $(PYTEST_ARGS)
 
 chaos: setup          ## only the fault-injection tests (kills, broker outage, full disk, lost nodes)
-	$(BIN)/python -m pytest tests/integration -m chaos $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/integration tests/e2e -m chaos $(PYTEST_ARGS)
 
 bench: setup          ## benchmarks, quick profile (PROFILE=full: all of them at full size)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)

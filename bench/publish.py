@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench.common import Result
+from bench.harness.common import Result
 from bench.run import machine_line, table
 from lambdalake.settings import PROJECT_ROOT
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import (
+from bench.benchmarks import (
     avro,
     batch,
     dag_runs,
@@ -33,8 +33,8 @@ from bench import (
     shards,
     speed,
 )
-from bench.common import Result, bench_environment, machine
-from bench.plots import write_plots
+from bench.harness.common import Result, bench_environment, machine
+from bench.harness.plots import write_plots
 
 RESULTS_DIR = Path(__file__).parent / "results"
 BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,

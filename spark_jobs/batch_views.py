@@ -12,37 +12,29 @@ built version the one readers see. Each written slice is printed as a ``result``
 """
 
 import argparse
-import json
 import uuid
-from dataclasses import asdict
-from datetime import UTC, datetime
 
 from lambdalake.batch.recompute import SliceWritten, build_version, recompute_views, switch_to
 from lambdalake.settings import get_settings
 from lambdalake.spark import task_session
+from lambdalake.timeutil import utc_argument
 from lambdalake.views.definition import load_views
-
-
-def utc(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a time zone, e.g. 2026-11-20T10:00:00Z")
-    return moment.astimezone(UTC)
 
 
 def report(written: SliceWritten) -> None:
     print(f"batch: {written.view} v{written.view_version} [{written.start:%Y-%m-%d %H:%M}, "
           f"{written.end:%Y-%m-%d %H:%M}) {written.rows} rows from bronze "
           f"v{written.bronze_version} -> table v{written.table_version}", flush=True)
-    print("result " + json.dumps(asdict(written), default=str), flush=True)
+    print(written.result_line(), flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["recompute", "build", "switch"])
-    parser.add_argument("--start", type=utc, help="recompute: interval start (UTC)")
-    parser.add_argument("--end", type=utc, help="recompute: interval end, exclusive (UTC)")
+    parser.add_argument("--start", type=utc_argument, help="recompute: interval start (UTC)")
+    parser.add_argument("--end", type=utc_argument,
+                        help="recompute: interval end, exclusive (UTC)")
     parser.add_argument("--views", help="comma-separated view names (default: all)")
     parser.add_argument("--version", type=int, help="switch: the built version to switch to")
     parser.add_argument("--run-id", default=f"manual-{uuid.uuid4().hex[:8]}")

@@ -31,10 +31,10 @@ import functools
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
 from lambdalake.settings import Settings, get_settings
+from lambdalake.timeutil import utc_argument
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,19 +42,16 @@ if TYPE_CHECKING:
     from lambdalake.quality.verdict import GateResult
 
 
-def utc(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a time zone, e.g. 2026-11-20T10:00:00Z")
-    return moment.astimezone(UTC)
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layer", choices=["bronze", "batch"], required=True)
-    parser.add_argument("--start", type=utc, required=True, help="interval start (UTC)")
-    parser.add_argument("--end", type=utc, required=True, help="interval end, exclusive (UTC)")
+    parser.add_argument("--start", type=utc_argument, required=True,
+                        help="interval start (UTC)")
+    parser.add_argument("--end", type=utc_argument, required=True,
+                        help="interval end, exclusive (UTC)")
     parser.add_argument("--views", help="batch: comma-separated view names (default: all)")
     parser.add_argument("--table-path", help="batch, one view: the table to validate")
     parser.add_argument("--bronze-version", type=int,

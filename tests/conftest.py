@@ -1,15 +1,23 @@
-"""Test-session wiring shared by unit and integration tests.
+"""Test-session wiring shared by every tier.
 
-Tests run against their own state dir and port range (so a `make up` stack on the default
-ports is never touched) but reuse the jars that setup resolved. Integration fixtures start
-each real component once per session, or reuse one already running on the test ports.
+The tiers: ``tests/unit`` (no services), ``tests/repo`` (the repository's own files agree:
+README, pins, compose, the tests' dates), ``tests/integration/<layer>/`` (real components,
+one of each per session: ``tests/support/stacks.py``) and ``tests/e2e`` (whole stacks as
+`make up` runs them). Tests run against their own state dir and port range (so a `make up`
+stack on the default ports is never touched) but reuse the jars that setup resolved.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from lambdalake.settings import isolated_environment
+
+pytest_plugins = ["tests.support.stacks"]
+TIER_MARKERS = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
 
 TEST_ENVIRONMENT = {
     **isolated_environment("test", slot=1),
@@ -20,3 +28,12 @@ TEST_ENVIRONMENT = {
 }
 for key, value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(key, value)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test of the integration and end-to-end tiers with its tier's name."""
+    tests = Path(__file__).parent
+    for item in items:
+        tier = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
+        if tier in TIER_MARKERS:
+            item.add_marker(TIER_MARKERS[tier])

@@ -14,6 +14,7 @@ instant in UTC like ``2026-11-22T10:00:00Z``.
 
 from __future__ import annotations
 
+import argparse
 import re
 from datetime import UTC, datetime
 
@@ -33,9 +34,31 @@ def parse_utc(text: str, *, naive_is_utc: bool = False) -> datetime:
     """An ISO-8601 instant (``Z`` or an offset) as an aware UTC datetime. An instant without
     an offset is refused, or read as UTC with ``naive_is_utc`` (a date means its midnight)."""
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None and not naive_is_utc:
+        raise ValueError(f"{text!r} has no time zone; write it like 2026-11-20T10:00:00Z")
+    return as_utc(moment, naive_is_utc=True)
+
+
+def utc_argument(text: str) -> datetime:
+    """``parse_utc`` as an argparse type (the Spark entry points' ``--start`` and ``--end``):
+    a value that is no instant with a time zone is a usage error that names it."""
+    try:
+        return parse_utc(text)
+    except ValueError as error:
+        if "no time zone" in str(error):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a time zone, e.g. 2026-11-20T10:00:00Z") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 instant") from error
+
+
+def as_utc(moment: datetime, *, naive_is_utc: bool = False) -> datetime:
+    """``moment`` as an aware UTC datetime, by the rule ``parse_utc`` reads text with: a naive
+    one is refused, or taken as UTC with ``naive_is_utc`` (as Spark's and Delta's timestamp
+    columns hold it)."""
     if moment.tzinfo is None:
         if not naive_is_utc:
-            raise ValueError(f"{text!r} has no time zone; write it like 2026-11-20T10:00:00Z")
+            raise ValueError(f"{moment} has no time zone: interval bounds must be "
+                             "timezone-aware")
         return moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)
 

@@ -3,7 +3,7 @@
 Kafka stamps each record with the time it is produced, and ingest quarantines an event whose
 time lies more than ``ingest.max_event_age_days`` before that stamp (or
 ``ingest.max_future_skew_seconds`` after it), so such traffic is placed relative to the
-moment the test runs, never at a fixed date. ``tests/unit/test_fixed_dates.py`` keeps it so.
+moment the test runs, never at a fixed date. ``tests/repo/test_fixed_dates.py`` keeps it so.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 Kafka stamps each record with the time it is produced, and ingest quarantines event times
 more than ``ingest.max_event_age_days`` before that stamp: a fixed event date in traffic that
 goes through Kafka makes its test fail once the date is that old (CI went red that way on
-2026-11-30). ``tests/unit/test_fixed_dates.py`` holds the suite to two rules with this:
+2026-11-30). ``tests/repo/test_fixed_dates.py`` holds the suite to two rules with this:
 
 - a module that produces through Kafka writes no date as a string (an event's or an
   entity's time there is traffic);
-- every ``datetime(2026, ...)`` or ``date(2026, ...)`` in an integration test or its support
+- every ``datetime(2026, ...)`` or ``date(2026, ...)`` in an integration or end-to-end test or
+  their support
   carries a ``# fixed date:`` comment (on its line or in the comment block above it) saying why no age or
   "now" comparison reaches it; anything else is placed relative to now
   (``tests/support/clock.py``).
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TESTS = Path(__file__).parents[1]
-CHECKED = (TESTS / "integration", TESTS / "support")
+CHECKED = (TESTS / "integration", TESTS / "e2e", TESTS / "support")
 PRODUCING_NAMES = frozenset({
     "EventProducer", "Producer", "SerializingProducer", "produce_traffic",
     "produce_in_background", "reference_producers",

@@ -1,24 +1,5 @@
-"""Unit tests: no services, and no settings leaking in from the environment or a .env file."""
+"""Unit tests: no services, and the settings' defaults."""
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
+from tests.support.isolation import isolated_settings
 
-import pytest
-
-from lambdalake.settings import get_settings
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Each unit test sees the defaults, and leaves no settings behind: what code under test
-    caches in ``get_settings()`` was read from this test's environment, so it is dropped
-    afterwards (or a later test, integration ones included, would get the defaults' ports
-    and state dir instead of the session's)."""
-    for key in list(os.environ):
-        if key.startswith("LAMBDALAKE_"):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+__all__ = ["isolated_settings"]

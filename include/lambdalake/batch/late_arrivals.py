@@ -40,7 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -50,7 +50,7 @@ from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import AddedFile, files_added
 from lambdalake.lake.delta_rs import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.settings import Settings
-from lambdalake.timeutil import parse_utc
+from lambdalake.timeutil import as_utc, parse_utc
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition
 
@@ -127,8 +127,9 @@ def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, i
     for start, version in zip(lineage.column("partition.window_start").to_pylist(),
                               pc.cast(lineage.column("min.bronze_version_min"), pa.int64())
                               .to_pylist(), strict=True):
-        if _utc(start) in versions:
-            versions[_utc(start)] = int(version)
+        window = as_utc(start, naive_is_utc=True)
+        if window in versions:
+            versions[window] = int(version)
     return versions
 
 
@@ -252,12 +253,13 @@ class LateArrivals:
                                        multiple=view.grain_seconds, unit="second")
             for start, event_id in zip(starts.to_pylist(), table["event_id"].to_pylist(),
                                        strict=True):
-                if _utc(start) in windows:
-                    rows[_utc(start)] += 1
-                    events[_utc(start)].add(event_id)
-                    if file.arrived_at and (_utc(start) not in since
-                                            or file.arrived_at < since[_utc(start)]):
-                        since[_utc(start)] = file.arrived_at
+                window = as_utc(start, naive_is_utc=True)
+                if window in windows:
+                    rows[window] += 1
+                    events[window].add(event_id)
+                    if file.arrived_at and (window not in since
+                                            or file.arrived_at < since[window]):
+                        since[window] = file.arrived_at
         return Waiting(view.name, [
             WaitingWindow(start, rows[start], len(events[start]), published.versions[start],
                           since.get(start))
@@ -305,10 +307,6 @@ class _PublishedWindows:
             high = bisect.bisect_right(self.starts, file.last_event)
             overlapping = self.starts[low:high]
         return {window for window in overlapping if self.versions[window] < file.version}
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _plain(record: AddedFile | WaitingWindow) -> dict[str, Any]:

@@ -9,7 +9,6 @@ Spark step runs as a child process (``run_spark_job``) whose ``result`` lines co
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,8 +16,6 @@ from typing import Any
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed, run_spark_job
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc, parse_utc
-
-RESULT_PREFIX = "result "
 
 
 @dataclass(frozen=True)
@@ -118,25 +115,27 @@ def gate_bronze(plan: BatchPlan) -> None:
 def compute(plan: BatchPlan) -> list[dict[str, Any]]:
     """Recompute the interval's slices, or build new versions for a full reprocess."""
     action = ["build"] if plan.full_reprocess else ["recompute", *plan.interval_args]
+    from lambdalake.batch.recompute import parse_results
+
     lines = run_spark_job(
         "batch_views", [*action, "--views", ",".join(plan.views), "--run-id", plan.run_id])
-    return parse_results(lines)
+    return [written.to_xcom() for written in parse_results(lines)]
 
 
 def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> None:
     """Validate what ``compute`` wrote: the interval's slices, or each built version whole."""
+    from lambdalake.batch.recompute import SliceWritten
     from lambdalake.views.catalog import physical_table
 
     if not plan.full_reprocess:
         run_gate(["--layer", "batch", "--views", ",".join(plan.views), *plan.interval_args,
                   "--run-id", plan.run_id])
         return
-    for built in written:
-        path = settings.table_path(physical_table(built["view"], built["view_version"]))
+    for built in map(SliceWritten.from_xcom, written):
+        path = settings.table_path(physical_table(built.view, built.view_version))
         run_gate([
-            "--layer", "batch", "--views", built["view"], "--table-path", path,
-            "--start", iso_utc(parse_utc(built["start"])),
-            "--end", iso_utc(parse_utc(built["end"])),
+            "--layer", "batch", "--views", built.view, "--table-path", path,
+            "--start", iso_utc(built.start), "--end", iso_utc(built.end),
             "--run-id", plan.run_id])
 
 
@@ -164,31 +163,27 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     readers to the new versions and leaves the publication log as it is.
     """
     from lambdalake.batch.publication import Publication, high_water_marks
-    from lambdalake.batch.publication import publish as record
+    from lambdalake.batch.publication import publish as log_publications
+    from lambdalake.batch.recompute import SliceWritten
     from lambdalake.batch.restatement import record_restatement
 
+    slices = [SliceWritten.from_xcom(w) for w in written]
     if plan.full_reprocess:
-        for w in written:
-            run_spark_job("batch_views", ["switch", "--views", w["view"], "--version",
-                                          str(w["view_version"]), "--run-id", plan.run_id])
+        for built in slices:
+            run_spark_job("batch_views", ["switch", "--views", built.view, "--version",
+                                          str(built.view_version), "--run-id", plan.run_id])
     else:
         assert plan.start is not None and plan.end is not None
-        record(settings, [
-            Publication(w["view"], plan.start, plan.end, w["view_version"],
-                        w["bronze_version"], plan.run_id)
-            for w in written
+        log_publications(settings, [
+            Publication(w.view, plan.start, plan.end, w.view_version, w.bronze_version,
+                        plan.run_id)
+            for w in slices
         ])
         if plan.restating:
             record_restatement(settings, plan.start, plan.end, plan.restating,
-                               {w["view"]: w["bronze_version"] for w in written}, plan.run_id)
+                               {w.view: w.bronze_version for w in slices}, plan.run_id)
     marks = high_water_marks(settings)
     return {name: marks.of(name).isoformat() for name in plan.views}
-
-
-def parse_results(lines: list[str]) -> list[dict[str, Any]]:
-    """The ``result {json}`` lines a Spark entry point printed."""
-    return [json.loads(line[len(RESULT_PREFIX):]) for line in lines
-            if line.startswith(RESULT_PREFIX)]
 
 
 def _parse_utc(text: str | None) -> datetime | None:

@@ -24,6 +24,7 @@ class IngestService(StreamingService):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, QUERY_NAME)
+        self.label = "ingest stream (Kafka -> bronze)"
 
 
 def wait_caught_up(settings: Settings, timeout: float = 300.0) -> dict[str, int]:

@@ -60,6 +60,8 @@ def find_java(configured: Path | None) -> Path:
 class LocalSchemaRegistry:
     """Start (after Kafka), health-check and stop the stack's Apicurio Registry."""
 
+    label = "schema registry"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.process = ManagedProcess("schema-registry", settings.state_dir / "run")
@@ -108,6 +110,11 @@ class LocalSchemaRegistry:
         url = f"http://{registry.host}:{registry.management_port}/health/ready"
         with urllib.request.urlopen(url, timeout=2) as response:
             return bool(json.load(response).get("status") == "UP")
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The process it runs here (none for a registry elsewhere)."""
+        return [self.process] if self.runs_here else []
 
     def start(self, timeout: float = 120.0) -> str:
         """Start unless running (or run elsewhere); wait until it is ready; say what was done."""

@@ -18,6 +18,7 @@ from lambdalake.lake.delta_rs import TimeSlice, count_slice, read_small_slice, t
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.sql import delta_path, upgrade_properties
 from lambdalake.settings import Settings
+from lambdalake.timeutil import as_utc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -161,7 +162,7 @@ def read_bronze_interval(
     """
     from pyspark.sql import functions as F
 
-    start, end = _utc(start, end)  # event_date is the UTC date
+    start, end = as_utc(start), as_utc(end)  # event_date is the UTC date
     first_day: date = start.date()
     last_day: date = end.date()
     reader = spark.read.format("delta")
@@ -181,7 +182,7 @@ def read_bronze_rows(
     """``read_bronze_interval``'s rows, read with delta-rs in this process, or None if there
     are more than ``max_rows`` (``read_small_slice``). ``columns`` default: all but the
     record's key and bytes, which no check reads."""
-    start, end = _utc(start, end)
+    start, end = as_utc(start), as_utc(end)
     return read_small_slice(
         settings.table_path(BRONZE_TABLE),
         TimeSlice("occurred_at", start, end, partitions=(
@@ -207,7 +208,7 @@ def _arrived_in(start: datetime, end: datetime) -> Column:
     """Records that reached Kafka in [start, end) (Kafka's timestamp is the arrival time)."""
     from pyspark.sql import functions as F
 
-    start, end = _utc(start, end)
+    start, end = as_utc(start), as_utc(end)
     return (F.col("kafka_timestamp") >= F.lit(start)) & (F.col("kafka_timestamp") < F.lit(end))
 
 
@@ -229,7 +230,7 @@ def read_quarantine_rows(
     """``read_quarantine_arrivals``' rows, read with delta-rs in this process, or None if
     there are more than ``max_rows`` (``read_small_slice``). Ingest creates the table with
     the first record it quarantines: until then every slice is empty."""
-    start, end = _utc(start, end)
+    start, end = as_utc(start), as_utc(end)
     path = settings.table_path(QUARANTINE_TABLE)
     if not table_exists(path):
         return _no_quarantined_records()
@@ -245,19 +246,13 @@ def count_bronze_arrivals(settings: Settings, start: datetime, end: datetime) ->
     ``max_future_skew_seconds`` after arrival, so only those event dates are read, and the
     files' Kafka-time statistics skip most of them."""
     policy = settings.ingest
-    start, end = _utc(start, end)
+    start, end = as_utc(start), as_utc(end)
     oldest = (start - timedelta(days=policy.max_event_age_days)).date()
     newest = (end + timedelta(seconds=policy.max_future_skew_seconds)).date()
     return count_slice(
         settings.table_path(BRONZE_TABLE),
         TimeSlice("kafka_timestamp", start, end, partitions=(
             ("event_date", ">=", oldest), ("event_date", "<=", newest))))
-
-
-def _utc(start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    if start.tzinfo is None or end.tzinfo is None:
-        raise ValueError("interval bounds must be timezone-aware")
-    return start.astimezone(UTC), end.astimezone(UTC)
 
 
 def _no_quarantined_records() -> pa.Table:

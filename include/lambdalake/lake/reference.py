@@ -153,13 +153,6 @@ def read_history_rows(settings: Settings, entity: str, max_rows: int) -> pa.Tabl
                             max_rows)
 
 
-def read_current(spark: SparkSession, settings: Settings, entity: str) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return (spark.read.format("delta").load(settings.table_path(CURRENT_TABLE))
-            .where(F.col("entity") == entity))
-
-
 def versions_changing_after(settings: Settings, entity: str, attributes: list[str],
                             moment: datetime) -> list[dict[str, Any]]:
     """Without a JVM: every version (``entity_key``, ``valid_from``, ``valid_to`` and

@@ -19,10 +19,7 @@ from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
-from lambdalake.stack.process import ManagedProcess
-
-Component = (LocalObjectStore | Postgres | KafkaCluster | LocalSchemaRegistry
-             | SparkConnectServer | IngestService | SpeedLayer | ServingService | Airflow)
+from lambdalake.stack.process import ManagedProcess, StackComponent
 
 
 @dataclass(frozen=True)
@@ -52,41 +49,21 @@ class Platform:
         self.ingest = IngestService(settings)
         self.speed = SpeedLayer(settings)
         self.serving = ServingService(settings)
+        self.components: list[StackComponent] = [
+            self.object_store, self.postgres, self.kafka, self.registry, self.spark_connect,
+            self.ingest, self.speed, self.serving, self.airflow]
+        """The stack in start order (`down` stops it in reverse)."""
 
     def processes(self) -> list[ManagedProcess]:
-        return [process for _, processes in self._components() for process in processes]
-
-    def _components(self) -> list[tuple[Component, list[ManagedProcess]]]:
-        """Components in start order, each with the processes it owns."""
-        return [
-            (self.object_store, [self.object_store.process] if self.object_store.runs_here
-             else []),
-            (self.postgres, [self.postgres.process]),
-            (self.kafka, [node.process for node in self.kafka.nodes]),
-            (self.registry, [self.registry.process] if self.registry.runs_here else []),
-            (self.spark_connect, [self.spark_connect.process]
-             if self.settings.spark.runs_connect_server else []),
-            (self.ingest, [self.ingest.process]),
-            (self.speed, self.speed.processes),
-            (self.serving, [self.serving.process]),
-            (self.airflow, list(self.airflow.services.values())),
-        ]
+        return [process for component in self.components for process in component.processes]
 
     def up(self, echo: Callable[[str], None] = print) -> float:
         """Start what is not running and wait until all of it is healthy; return seconds."""
         started = time.monotonic()
-        for label, component in (
-            ("object storage (the lake)", self.object_store),
-            ("PostgreSQL", self.postgres), ("Kafka", self.kafka),
-            ("schema registry", self.registry),
-            ("Spark Connect server (batch tasks)", self.spark_connect),
-            ("ingest stream (Kafka -> bronze)", self.ingest),
-            ("speed layer (Kafka -> real-time views)", self.speed),
-            ("query API (merged views)", self.serving), ("Airflow", self.airflow),
-        ):
-            echo(f"starting {label} ...")
+        for component in self.components:
+            echo(f"starting {component.label} ...")
             component.start()
-            echo(f"  {label} healthy after {time.monotonic() - started:.1f}s")
+            echo(f"  {component.label} healthy after {time.monotonic() - started:.1f}s")
             if component is self.registry:
                 self.register_contracts(echo)
         return time.monotonic() - started
@@ -102,8 +79,9 @@ class Platform:
     def down(self) -> list[str]:
         """Stop what ``up`` started (by PID), newest first; return what was running."""
         stopped = []
-        for component, processes in reversed(self._components()):
-            stopped += [process.name for process in processes if process.pid() is not None]
+        for component in reversed(self.components):
+            stopped += [process.name for process in component.processes
+                        if process.pid() is not None]
             component.stop()
         return stopped
 

@@ -71,6 +71,8 @@ def server_environment(settings: Settings) -> dict[str, str]:
 class SparkConnectServer:
     """The stack's Spark Connect server as a component: start, stop, health."""
 
+    label = "Spark Connect server (batch tasks)"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.process = ManagedProcess("spark-connect", settings.state_dir / "run")
@@ -79,6 +81,11 @@ class SparkConnectServer:
         spark = self.settings.spark
         return self.process.pid() is not None and port_open(
             spark.driver_host, spark.connect_port)
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The process it runs here (none when batch tasks run their own drivers)."""
+        return [self.process] if self.settings.spark.runs_connect_server else []
 
     def start(self, timeout: float = 180.0) -> str:
         """Start unless running (a no-op when batch tasks use their own drivers or an

@@ -53,15 +53,15 @@ from lambdalake.lake.bronze import (
     BRONZE_TABLE,
 )
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
-from lambdalake.quality.suites import (
+from lambdalake.quality.suites.bronze import bronze_suite
+from lambdalake.quality.suites.common import (
     CRITICAL,
     DUCKDB_MACROS,
-    bronze_suite,
     check_name,
     derived_columns,
     interval_parameters,
-    view_suite,
 )
+from lambdalake.quality.suites.view import view_suite
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult, did_not_run, json_ready
 from lambdalake.views.definition import ViewDefinition
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -39,8 +38,6 @@ SCHEMA = pa.schema([
     ("rows", pa.int64()), ("seconds", pa.float64()), ("run_id", pa.string()),
     ("recorded_at", _TIME), ("docs", pa.string()), ("entry", pa.string()),
 ])
-LEGACY_FILE = Path("quality") / "results.jsonl"
-"""Where results were kept before the table (imported once, then renamed ``.imported``)."""
 
 
 def results_path(settings: Settings) -> str:
@@ -59,7 +56,6 @@ def record_all(results: Sequence[GateResult], settings: Settings, **context: Any
     log entry instead of one per result."""
     from lambdalake.lake.delta_rs import append_rows
 
-    _import_legacy_file(settings)
     rows = [_row(_entry(result, settings, context),
                  getattr(result.validation, "suite_name", None)) for result in results]
     path = results_path(settings)
@@ -127,19 +123,3 @@ def _row(entry: dict[str, Any], suite: str | None) -> dict[str, Any]:
         "entry": json.dumps(entry, default=str, separators=(",", ":")),
     }
 
-
-def _import_legacy_file(settings: Settings) -> None:
-    """Move the results of the JSON-lines file earlier versions wrote into the table, once."""
-    from lambdalake.lake.delta_rs import append_rows
-
-    legacy = settings.state_dir / LEGACY_FILE
-    claimed = legacy.with_name(legacy.name + ".importing")
-    try:
-        legacy.rename(claimed)  # atomic: one writer imports, the others find nothing
-    except FileNotFoundError:
-        return
-    entries = [json.loads(line) for line in claimed.read_text(encoding="utf-8").splitlines()
-               if line]
-    if entries:
-        append_rows(results_path(settings), SCHEMA, [_row(e, None) for e in entries])
-    claimed.rename(legacy.with_name(legacy.name + ".imported"))

@@ -32,7 +32,7 @@ from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.jsonfile import replace_json
 from lambdalake.quality.gate import SAMPLE_SIZE, run_suite_locally
 from lambdalake.quality.history import record
-from lambdalake.quality.suites import realtime_parameters, realtime_suite
+from lambdalake.quality.suites.realtime import realtime_parameters, realtime_suite
 from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import with_estimates

@@ -27,12 +27,9 @@ from lambdalake.lake.delta_rs import TimeSlice, read_small_slice, table_exists
 from lambdalake.lake.reference import HISTORY_TABLE, read_history, read_history_rows
 from lambdalake.quality.baseline import NO_BOUNDS, RowBounds
 from lambdalake.quality.gate import run_suite_on, validate_bronze_frame, validate_view_frame
-from lambdalake.quality.suites import (
-    entity_suite,
-    interval_parameters,
-    quarantine_max_rows,
-    quarantine_suite,
-)
+from lambdalake.quality.suites.common import interval_parameters
+from lambdalake.quality.suites.entity import entity_suite
+from lambdalake.quality.suites.quarantine import quarantine_max_rows, quarantine_suite
 from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
 from lambdalake.views.definition import ViewDefinition

@@ -24,9 +24,16 @@ def uvicorn_command(settings: Settings) -> list[str]:
 class ServingService:
     """``uvicorn --factory lambdalake.serving.api:create_app`` with the stack's settings."""
 
+    label = "query API (merged views)"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.process = ManagedProcess("serving-api", settings.state_dir / "run")
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The process it runs here."""
+        return [self.process]
 
     def start(self, timeout: float = 60.0) -> int:
         """Start unless running; wait until ``/health`` answers; return the pid."""

@@ -17,7 +17,7 @@ last good value in the topic, so a rebuilt state lacks the key (the lake's chang
 has it) until a good record follows.
 
 Only the attributes some view joins are held: about a hundred bytes per key and attribute
-(measured with ``bench.reference``).
+(measured with ``bench.benchmarks.reference``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ def shard_service(settings: Settings, shard: Shard) -> StreamingService:
 class SpeedLayer:
     """Every shard's process, started and stopped together."""
 
+    label = "speed layer (Kafka -> real-time views)"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.services = {shard: shard_service(settings, shard) for shard in shards(settings)}

@@ -46,11 +46,18 @@ def _jwt_secret() -> str:
 class Airflow:
     """The Airflow services of the local stack."""
 
+    label = "Airflow"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.home = settings.state_dir / "airflow"
         run_dir = settings.state_dir / "run"
         self.services = {name: ManagedProcess(f"airflow-{name}", run_dir) for name in SERVICES}
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """Its services: api-server, scheduler, dag-processor, triggerer."""
+        return list(self.services.values())
 
     @property
     def admin_password(self) -> str:

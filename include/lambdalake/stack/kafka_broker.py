@@ -170,6 +170,13 @@ def new_cluster_id() -> str:
 class KafkaCluster:
     """The local Kafka node(s): format once, start, wait for metadata, stop."""
 
+    label = "Kafka"
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """One process per node."""
+        return [node.process for node in self.nodes]
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.nodes = [KafkaNode(settings, i) for i in range(settings.broker.count)]

@@ -102,6 +102,8 @@ def spark_properties(settings: Settings) -> dict[str, str]:
 class LocalObjectStore:
     """Start, health-check and stop the stack's s3proxy, with the lake's bucket in it."""
 
+    label = "object storage (the lake)"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.process = ManagedProcess("object-store", settings.state_dir / "run")
@@ -170,6 +172,11 @@ class LocalObjectStore:
         return fs.S3FileSystem(access_key=found[0], secret_key=found[1], region=store.region,
                                endpoint_override=address, scheme=scheme,
                                force_virtual_addressing=False)
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The process it runs here (none when the lake is elsewhere)."""
+        return [self.process] if self.runs_here else []
 
     def start(self, timeout: float = 60.0) -> str:
         """Start unless running (or not served here); wait until it answers."""

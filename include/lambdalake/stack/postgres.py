@@ -49,6 +49,8 @@ def _reachable_by_server_user(directory: Path) -> bool:
 class Postgres:
     """Initialise once, start, create Airflow's role and database, stop."""
 
+    label = "PostgreSQL"
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.process = ManagedProcess("postgres", settings.state_dir / "run")
@@ -104,6 +106,11 @@ class Postgres:
             self.process.log_file,
             as_user=run_as,
         )
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The process it runs here."""
+        return [self.process]
 
     def start(self, timeout: float = 60.0) -> None:
         self.initdb()

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -243,3 +243,19 @@ def run_checked(
     if result.returncode != 0:
         tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])
         raise StackError(f"{command[0]} failed ({result.returncode}); see {log_file}:\n{tail}")
+
+
+class StackComponent(Protocol):
+    """One component of the local stack, as `make up`, `make down` and `make status` drive
+    it: ``label`` names it in `up`'s progress, ``processes`` are those it runs here (none
+    for a component that lives elsewhere, e.g. an external schema registry), ``start``
+    returns once it is healthy and ``stop`` stops what it started."""
+
+    label: str
+
+    @property
+    def processes(self) -> list[ManagedProcess]: ...
+
+    def start(self) -> object: ...
+
+    def stop(self) -> object: ...

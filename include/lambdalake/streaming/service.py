@@ -58,6 +58,12 @@ class StreamingService:
         self.job = job
         self.args = list(args)
         self.process = app_process(settings, app)
+        self.label = app
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The application's one process."""
+        return [self.process]
 
     def start(self, timeout: float = 180.0) -> int:
         """Start unless running; wait until every query reports progress; return the pid."""

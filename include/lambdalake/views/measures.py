@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 Bounds = tuple[int | float | None, int | float | None]
 
 
-class Measure(Protocol):
+class MeasureSpec(Protocol):
     """What a kind reads of a measure's definition (``views.definition.Measure``)."""
 
     @property
@@ -49,7 +49,7 @@ class Measure(Protocol):
     def percentile(self) -> float | None: ...
 
 
-class ViewDefinition(Protocol):
+class SketchSettings(Protocol):
     """What a kind reads of its view's definition: the sketches' parameters and stated
     errors (``views.definition.ViewDefinition``)."""
 
@@ -88,12 +88,12 @@ class MeasureKind:
         """Whether a partial is a serialized sketch (binary) rather than a value."""
         return self.combine == "list"
 
-    def problems(self, measure: Measure) -> list[str]:
+    def problems(self, measure: MeasureSpec) -> list[str]:
         """What is wrong with ``measure``'s parameters for this kind (none by default)."""
         return [] if measure.percentile is None else [
             f"measure {measure.name!r}: {self.name} takes no percentile"]
 
-    def batch_aggregate(self, measure: Measure) -> Column:
+    def batch_aggregate(self, measure: MeasureSpec) -> Column:
         """The exact aggregate of ``measure`` (its event-type filter applied) in Spark."""
         from pyspark.sql import functions as F
 
@@ -111,11 +111,11 @@ class MeasureKind:
         """The type of the value a query shows."""
         return self.partial_type(value_type)
 
-    def sketch(self, values: Iterable[Any], view: ViewDefinition, measure: Measure) -> bytes:
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
         """A micro-batch's values as a partial (sketched kinds only)."""
         raise NotImplementedError
 
-    def union(self, partials: list[Any], view: ViewDefinition, measure: Measure) -> Any:
+    def union(self, partials: list[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
         """Partials combined into one (sketched kinds only: the others combine on Arrow);
         absent partials are skipped, and a single one is itself."""
         present = [partial for partial in partials if partial is not None]
@@ -123,11 +123,11 @@ class MeasureKind:
             return present[0] if present else None
         return self.merge(present, view)
 
-    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
+    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
         """Two or more serialized sketches merged into one (sketched kinds only)."""
         raise NotImplementedError
 
-    def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
         """What a query shows of a partial: the partial itself for exact kinds."""
         return partial
 
@@ -135,18 +135,18 @@ class MeasureKind:
         """Bounds every value satisfies, given the contract bounds of the measured column."""
         return column_bounds
 
-    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
+    def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
         return (f"the {self.name} of {measure.column} is within its contract's bounds "
                 f"[{lower}, {upper}]")
 
-    def stated_error(self, view: ViewDefinition) -> dict[str, float]:
+    def stated_error(self, view: SketchSettings) -> dict[str, float]:
         """The speed layer's stated error for this kind, as the API describes it."""
         return {}
 
-    def reconciliation_rule(self, view: ViewDefinition) -> str:
+    def reconciliation_rule(self, view: SketchSettings) -> str:
         return "exact: real-time equals batch once the watermark passed"
 
-    def reconciles(self, view: ViewDefinition, measure: Measure, batch: float | None,
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
                    realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
         """Whether a closed window's real-time value (``partial``: its partial, for the
         sketched kinds) agrees with the batch layer's exact value."""
@@ -166,7 +166,7 @@ class _Counting(MeasureKind):
     def bounds(self, column_bounds: Bounds) -> Bounds:
         return 0, None
 
-    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
+    def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
         return f"a {self.name} is non-negative"
 
 
@@ -203,7 +203,7 @@ class Sum(MeasureKind):
         lower = column_bounds[0]  # a sum of values >= m >= 0 is >= m; no upper bound
         return (lower if lower is not None and lower >= 0 else None), None
 
-    def bounds_rule(self, measure: Measure, lower: Any, upper: Any) -> str:
+    def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
         return f"a sum of {measure.column} (contract minimum {lower}) is at least {lower}"
 
 
@@ -241,10 +241,10 @@ class DistinctCount(_Counting):
 
         return pa.int64()
 
-    def sketch(self, values: Iterable[Any], view: ViewDefinition, measure: Measure) -> bytes:
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
         return sketch_of((value for value in values if value is not None), view.sketch_lg_k)
 
-    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
+    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
         from datasketches import hll_sketch, hll_union, tgt_hll_type
 
         combined = hll_union(view.sketch_lg_k)
@@ -252,16 +252,16 @@ class DistinctCount(_Counting):
             combined.update(hll_sketch.deserialize(sketch))
         return bytes(combined.get_result(tgt_hll_type.HLL_8).serialize_compact())
 
-    def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
         return estimate(partial)
 
-    def stated_error(self, view: ViewDefinition) -> dict[str, float]:
+    def stated_error(self, view: SketchSettings) -> dict[str, float]:
         return {"speed_layer_rsd": view.approx_distinct_rsd}
 
-    def reconciliation_rule(self, view: ViewDefinition) -> str:
+    def reconciliation_rule(self, view: SketchSettings) -> str:
         return "sketch: relative drift within the stated error"
 
-    def reconciles(self, view: ViewDefinition, measure: Measure, batch: float | None,
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
                    realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
         drift = (realtime or 0.0) - (batch or 0.0)
         return abs(drift) <= view.distinct_tolerance(batch or 0.0, tolerance_rsd)
@@ -280,12 +280,12 @@ class ApproxPercentile(MeasureKind):
     micro_batch = "list"
     combine = "list"
 
-    def problems(self, measure: Measure) -> list[str]:
+    def problems(self, measure: MeasureSpec) -> list[str]:
         if measure.percentile is None or not 0 < measure.percentile < 1:
             return [f"measure {measure.name!r}: {self.name} needs a percentile in (0, 1)"]
         return []
 
-    def batch_aggregate(self, measure: Measure) -> Column:
+    def batch_aggregate(self, measure: MeasureSpec) -> Column:
         from pyspark.sql import functions as F
 
         # no DataFrame function for it: SQL's inverse distribution function, which skips
@@ -302,7 +302,7 @@ class ApproxPercentile(MeasureKind):
 
         return pa.float64()
 
-    def sketch(self, values: Iterable[Any], view: ViewDefinition, measure: Measure) -> bytes:
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
         from datasketches import kll_doubles_sketch
 
         sketch = kll_doubles_sketch(view.quantile_sketch_k)
@@ -311,7 +311,7 @@ class ApproxPercentile(MeasureKind):
                 sketch.update(float(value))
         return bytes(sketch.serialize())
 
-    def merge(self, sketches: list[bytes], view: ViewDefinition) -> bytes:
+    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
         from datasketches import kll_doubles_sketch
 
         combined = kll_doubles_sketch.deserialize(sketches[0])
@@ -319,7 +319,7 @@ class ApproxPercentile(MeasureKind):
             combined.merge(kll_doubles_sketch.deserialize(sketch))
         return bytes(combined.serialize())
 
-    def final(self, partial: Any, view: ViewDefinition, measure: Measure) -> Any:
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
         from datasketches import kll_doubles_sketch
 
         if partial is None:
@@ -327,14 +327,14 @@ class ApproxPercentile(MeasureKind):
         sketch = kll_doubles_sketch.deserialize(partial)
         return None if sketch.is_empty() else sketch.get_quantile(measure.percentile, True)
 
-    def stated_error(self, view: ViewDefinition) -> dict[str, float]:
+    def stated_error(self, view: SketchSettings) -> dict[str, float]:
         return {"speed_layer_rank_error": view.quantile_rank_error}
 
-    def reconciliation_rule(self, view: ViewDefinition) -> str:
+    def reconciliation_rule(self, view: SketchSettings) -> str:
         return (f"sketch: the batch value's rank in the real-time sketch is within "
                 f"{view.quantile_rank_error:.4f} of the percentile")
 
-    def reconciles(self, view: ViewDefinition, measure: Measure, batch: float | None,
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
                    realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
         """The exact batch value ``b`` is the smallest value whose cumulative share reaches
         p: the sketch's share of values below ``b`` and up to ``b`` bracket p, each within
@@ -353,7 +353,7 @@ class ApproxPercentile(MeasureKind):
         return drift != 0  # dropped events may move a percentile either way
 
 
-def measured_value(measure: Measure) -> Column:
+def measured_value(measure: MeasureSpec) -> Column:
     """The values ``measure`` aggregates: its column (1 per event for a count), null for
     the events its ``event_types`` leave out."""
     from pyspark.sql import functions as F

@@ -39,7 +39,9 @@ from lambdalake.quality.slices import (
     validate_reference_history,
     validate_view_slice,
 )
-from lambdalake.quality.suites import bronze_suite, entity_suite, view_suite
+from lambdalake.quality.suites.bronze import bronze_suite
+from lambdalake.quality.suites.entity import entity_suite
+from lambdalake.quality.suites.view import view_suite
 from lambdalake.quality.verdict import GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.streaming.classification import classify

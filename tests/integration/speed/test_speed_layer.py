@@ -27,7 +27,7 @@ from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProf
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
 from lambdalake.kafka.topics import ensure_topic
 from lambdalake.quality.realtime_gate import validate_realtime
-from lambdalake.quality.suites import realtime_suite
+from lambdalake.quality.suites.realtime import realtime_suite
 from lambdalake.serving.maintenance import maintain
 from lambdalake.serving.query import json_value, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore

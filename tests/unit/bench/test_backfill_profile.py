@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bench.backfill_profile import role
+from bench.diagnostics.backfill_profile import role
 
 
 @dataclass
@@ -41,7 +41,7 @@ class FakeProcess:
                  ["python", "/r/spark_jobs/ingest.py"]),
      "step ingest, its JVM"),
     (FakeProcess(["bash"]), "other"),
-    (FakeProcess(["python", "-m", "bench.backfill_profile"], pid=os.getpid()),
+    (FakeProcess(["python", "-m", "bench.diagnostics.backfill_profile"], pid=os.getpid()),
      "this diagnostic's sampler"),
 ])
 def test_each_process_gets_its_role(process: FakeProcess, expected: str) -> None:

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.ingest_profile import JvmThreadCpu
+from bench.diagnostics.ingest_profile import JvmThreadCpu
 
 
 class BusyThread(threading.Thread):

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.common import (
+from bench.harness.common import (
     BenchmarkProcess,
     Plot,
     ResourceSampler,
@@ -16,7 +16,7 @@ from bench.common import (
     backlog,
     distribution,
 )
-from bench.plots import DISTRIBUTION_FILE, write_plots
+from bench.harness.plots import DISTRIBUTION_FILE, write_plots
 from bench.run import markdown
 from lambdalake.generator.traffic import TrafficGenerator
 from lambdalake.stack.process import ManagedProcess

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench import serving_refresh
+from bench.diagnostics import serving_refresh
 from lambdalake.views.definition import load_views
 
 

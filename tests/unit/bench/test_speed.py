@@ -12,8 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from bench.common import Result, consumption
-from bench.speed import (
+from bench.benchmarks.speed import (
     _batch_ends,
     _bronze_freshness,
     lag_after_batches,
@@ -21,6 +20,7 @@ from bench.speed import (
     lag_growth,
     sustained_rate,
 )
+from bench.harness.common import Result, consumption
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
 

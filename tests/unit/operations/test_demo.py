@@ -1,5 +1,5 @@
 """What ``make demo`` produces and recomputes (its run on the real stack:
-``tests/integration/test_platform.py``)."""
+``tests/e2e/test_platform.py``)."""
 
 from __future__ import annotations
 

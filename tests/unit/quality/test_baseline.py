@@ -13,11 +13,8 @@ from lambdalake.lake.bronze import QUARANTINE_COLUMNS
 from lambdalake.quality.baseline import NO_BOUNDS, usual_row_count
 from lambdalake.quality.gate import pandas_batch_definition, validate_in_two_passes
 from lambdalake.quality.history import read_results, read_row_counts, record
-from lambdalake.quality.suites import (
-    interval_parameters,
-    quarantine_max_rows,
-    quarantine_suite,
-)
+from lambdalake.quality.suites.common import interval_parameters
+from lambdalake.quality.suites.quarantine import quarantine_max_rows, quarantine_suite
 from lambdalake.quality.verdict import GateResult
 from lambdalake.settings import QualitySettings, Settings
 from lambdalake.streaming.classification import QUARANTINE_REASONS

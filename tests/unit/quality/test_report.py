@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lambdalake.cli import build_parser, cmd_quality
+from lambdalake.cli.main import build_parser
+from lambdalake.cli.quality import cmd_quality
 from lambdalake.quality.history import record
 from lambdalake.quality.report import per_layer
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult
@@ -67,7 +68,7 @@ def test_counts_per_layer(settings: Settings) -> None:
 def test_report_prints_the_summary_and_writes_the_html(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.cli import cmd_report
+    from lambdalake.cli.quality import cmd_report
 
     assert cmd_report(settings, build_parser().parse_args(["report"])) == 0
     out = capsys.readouterr().out

@@ -14,14 +14,14 @@ import yaml
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.quality.gate import interpret, raised_exception
 from lambdalake.quality.history import read_results, record, record_all, results_path
-from lambdalake.quality.suites import (
+from lambdalake.quality.suites.bronze import bronze_suite
+from lambdalake.quality.suites.common import (
     INTERVAL_END,
     INTERVAL_START,
-    bronze_suite,
     check_name,
     derived_columns,
-    view_suite,
 )
+from lambdalake.quality.suites.view import view_suite
 from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.views.definition import VIEWS_DIR, load_views
@@ -244,25 +244,17 @@ def test_results_are_recorded_in_a_delta_table_sql_can_read(tmp_path: Path) -> N
     from deltalake import DeltaTable
 
     settings = Settings(state_dir=tmp_path)
-    legacy = tmp_path / "quality" / "results.jsonl"  # what earlier versions wrote
-    legacy.parent.mkdir()
-    old = {**gate_result(True).to_json(), "run_id": "r-0",
-           "recorded_at": "2026-11-20T11:00:00+00:00"}
-    legacy.write_text(json.dumps(old) + "\n")
     path = record(gate_result(False), settings, run_id="r-1")
     record(gate_result(True), settings, run_id="r-2")
     assert path == settings.table_path("quality_results")
-    assert not legacy.exists() and legacy.with_name("results.jsonl.imported").is_file()
-    imported, first, second = read_results(settings)
-    assert imported == old  # nothing of the file is lost
+    first, second = read_results(settings)
     assert (first["success"], first["run_id"], second["success"]) == (False, "r-1", True)
     assert first["critical_failures"][0]["samples"] == [-3]
     assert first["start"] == "2026-11-20T10:00:00+00:00" and first["evaluated"] == 17
     results = DeltaTable(path).to_pyarrow_dataset()  # noqa: F841 (DuckDB reads it by name)
     rows = duckdb.sql("SELECT run_id, success, critical_failures, warnings, interval_start "
                       "FROM results ORDER BY recorded_at").fetchall()
-    assert [row[:4] for row in rows] == [("r-0", True, 0, 1), ("r-1", False, 1, 1),
-                                         ("r-2", True, 0, 1)]
+    assert [row[:4] for row in rows] == [("r-1", False, 1, 1), ("r-2", True, 0, 1)]
     assert rows[0][4] == START
 
 

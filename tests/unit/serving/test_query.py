@@ -248,7 +248,8 @@ def test_the_cli_prints_the_merged_answer_as_a_table_or_json(
 ) -> None:
     import json
 
-    from lambdalake.cli import build_parser, cmd_query
+    from lambdalake.cli.data import cmd_query
+    from lambdalake.cli.main import build_parser
 
     write_batch(lake, [(0, "/a", 10)])
     publish_hours(lake, 0)
@@ -268,7 +269,8 @@ def test_the_cli_prints_the_merged_answer_as_a_table_or_json(
 def test_status_shows_each_views_high_water_mark_and_realtime_age(
     lake: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.cli import build_parser, cmd_status
+    from lambdalake.cli.main import build_parser
+    from lambdalake.cli.stack import cmd_status
 
     write_batch(lake, [(0, "/a", 10)])
     publish_hours(lake, 0)

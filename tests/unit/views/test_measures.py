@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from datasketches import kll_doubles_sketch
 
-from lambdalake.quality.suites import view_suite
+from lambdalake.quality.suites.view import view_suite
 from lambdalake.serving.api import describe_view
 from lambdalake.serving.maintenance import judge
 from lambdalake.speed.partials import merge_partials, partials_of, with_estimates

@@ -1,0 +1,2 @@
+"""The benchmarks `make bench` runs (``bench.run``): each measures the platform beside a
+bare baseline in the same run and returns ``Result`` rows."""

@@ -1,0 +1,2 @@
+"""What every benchmark and diagnostic shares: results, baselines, resource sampling and
+fresh runs (``common``), and the charts (``plots``)."""

@@ -1,0 +1,105 @@
+"""The batch DAG's plan step: trigger-form params and data intervals, checked up front; and
+how a gate step's failure fails its task."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from lambdalake.batch import steps
+from lambdalake.batch.recompute import SliceWritten, parse_results
+from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
+from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
+
+START = datetime(2026, 11, 20, 10, tzinfo=UTC)
+END = START + timedelta(hours=1)
+
+
+def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
+    plan = plan_batch_run({}, START, END, "scheduled__x")
+    assert (plan.start, plan.end, plan.full_reprocess) == (START, END, False)
+    assert plan.views == ["funnel", "page_traffic", "page_traffic_by_segment", "product_sales",
+                          "product_sales_by_category"]
+    assert plan.interval_args == ["--start", "2026-11-20T10:00:00Z", "--end", "2026-11-20T11:00:00Z"]
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness
+
+
+def test_the_trigger_form_overrides_interval_and_views() -> None:
+    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T06:00:00+00:00",
+              "views": ["funnel"]}
+    plan = plan_batch_run(params, START, END, "manual__x")
+    assert (plan.start, plan.end, plan.views) == (
+        datetime(2026, 11, 19, tzinfo=UTC), datetime(2026, 11, 19, 6, tzinfo=UTC), ["funnel"])
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"views": ["nope"]}, "unknown views"),
+    ({"start": "2026-11-19T00:00:00Z"}, "give both start and end"),
+    ({"start": "2026-11-19T00:30:00Z", "end": "2026-11-19T02:00:00Z"}, "not aligned"),
+    ({"start": "2026-11-19T02:00:00Z", "end": "2026-11-19T01:00:00Z"}, "empty interval"),
+    ({"start": "2026-11-19T00:00:00", "end": "2026-11-19T01:00:00"}, "no time zone"),
+    ({"views": ["funnel"], "restating": {"page_traffic": {
+        "rows": 1, "events": 1, "computed_from": 3}}}, "one of this run's views"),
+    ({"restating": {"funnel": {"rows": -1, "events": 1, "computed_from": 3}}},
+     "non-negative integers"),
+    ({"restating": {"funnel": {"rows": 1}}}, "non-negative integers"),
+])
+def test_bad_params_fail_the_plan_with_a_clear_message(params: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan_batch_run(params, START, END, "manual__x")
+
+
+def test_a_restatement_carries_its_late_rows_to_the_publication() -> None:
+    late = {"rows": 5, "events": 4, "computed_from": 17}
+    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T01:00:00Z",
+              "views": ["funnel"], "restating": {"funnel": late}}
+    plan = plan_batch_run(params, START, END, "restate__x")
+    assert plan.restating == {"funnel": late}
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    assert plan_batch_run({}, START, END, "scheduled__x").restating is None
+
+
+def test_a_full_reprocess_needs_no_interval() -> None:
+    plan = plan_batch_run({"full_reprocess": True, "views": ["page_traffic"]}, None, None, "m")
+    assert plan.full_reprocess and plan.start is None
+    assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    with pytest.raises(ValueError, match="no interval"):
+        plan.interval_args  # noqa: B018
+
+
+def test_the_slices_written_cross_the_job_output_and_xcom_typed() -> None:
+    written = SliceWritten("funnel", START, END, 3, bronze_version=7, view_version=1,
+                           table_version=12)
+    lines = ["batch: funnel ...", written.result_line(), "other"]
+    assert parse_results(lines) == [written]
+    assert json.loads(json.dumps(written.to_xcom())) == written.to_xcom()  # XCom's JSON
+    assert SliceWritten.from_xcom(written.to_xcom()) == written
+
+
+def gate_step_exiting(code: int) -> Callable[..., list[str]]:
+    def step(job: str, args: list[str]) -> list[str]:
+        raise SparkJobFailed(job, code)
+    return step
+
+
+def test_data_failing_a_gate_fails_the_task_without_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(steps, "run_spark_job", gate_step_exiting(DATA_REJECTED_EXIT))
+    with pytest.raises(AirflowFailException, match="the data failed its critical checks") as e:
+        steps.run_gate(["--layer", "bronze"])
+    assert isinstance(e.value.__cause__, SparkJobFailed)
+
+
+def test_a_gate_that_could_not_validate_keeps_the_tasks_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(steps, "run_spark_job", gate_step_exiting(1))
+    with pytest.raises(SparkJobFailed) as e:
+        steps.run_gate(["--layer", "bronze"])
+    assert e.value.exit_code == 1 and not isinstance(e.value, AirflowFailException)
