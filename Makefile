@@ -66,10 +66,10 @@ $(CLOCK_AHEAD): tests/support/clock_ahead.c
 	@mkdir -p $(@D)
 	cc -shared -fPIC -O2 -Wall -o $@ $< -ldl -lpthread
 
-test-clock-ahead: setup $(CHROMIUM) $(FAKETIME) $(CLOCK_AHEAD)  ## the unit tests and the tests that produce through Kafka, DAYS (30) from now
+test-clock-ahead: setup $(CHROMIUM) $(FAKETIME) $(CLOCK_AHEAD)  ## the unit and repo tiers and the tests that produce through Kafka, DAYS (30) from now
 	LD_PRELOAD="$(abspath $(CLOCK_AHEAD)) $$(dpkg -L libfaketime | grep '/libfaketimeMT.so.1$$')" \
 	  FAKETIME="+$(DAYS)d" FAKETIME_DONT_FAKE_MONOTONIC=1 $(BIN)/python -m pytest \
-	  tests/unit $$($(BIN)/python -m tests.support.dated_traffic) $(PYTEST_ARGS)
+	  tests/unit tests/repo $$($(BIN)/python -m tests.support.dated_traffic) $(PYTEST_ARGS)
 
 chaos: setup          ## only the fault-injection tests (kills, broker outage, full disk, lost nodes)
 	$(BIN)/python -m pytest tests/integration tests/e2e -m chaos $(PYTEST_ARGS)

@@ -14,7 +14,8 @@ built version the one readers see. Each written slice is printed as a ``result``
 import argparse
 import uuid
 
-from lambdalake.batch.recompute import SliceWritten, build_version, recompute_views, switch_to
+from lambdalake.batch.recompute import build_version, recompute_views, switch_to
+from lambdalake.batch.written import SliceWritten
 from lambdalake.settings import get_settings
 from lambdalake.spark import task_session
 from lambdalake.timeutil import utc_argument

@@ -17,7 +17,8 @@ import pytest
 from lambdalake.settings import isolated_environment
 
 pytest_plugins = ["tests.support.stacks"]
-TIER_MARKERS = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+TIER_MARKERS = {"integration": [pytest.mark.integration],
+                "e2e": [pytest.mark.integration, pytest.mark.e2e]}
 
 TEST_ENVIRONMENT = {
     **isolated_environment("test", slot=1),
@@ -31,9 +32,10 @@ for key, value in TEST_ENVIRONMENT.items():
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test of the integration and end-to-end tiers with its tier's name."""
+    """Mark the integration tier's tests ``integration``, the end-to-end tier's both
+    ``integration`` (they talk to real components too) and ``e2e``."""
     tests = Path(__file__).parent
     for item in items:
         tier = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
-        if tier in TIER_MARKERS:
-            item.add_marker(TIER_MARKERS[tier])
+        for marker in TIER_MARKERS.get(tier, []):
+            item.add_marker(marker)

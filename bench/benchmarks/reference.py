@@ -166,7 +166,7 @@ def join_seconds(settings: Settings, events: int, history: str) -> dict[str, flo
 def run(settings: Settings, profile: str) -> list[Result]:
     kafka = settings.kafka
     topic = kafka.reference_topic.model_copy(  # a topic of this run's products only
-        update={"name": f"bench.benchmarks.reference.{int(time.time())}"})
+        update={"name": f"bench.reference.{int(time.time())}"})
     settings = settings.model_copy(update={"kafka": kafka.model_copy(
         update={"reference_topic": topic})})
     events = EVENTS[profile]

@@ -88,7 +88,7 @@ class KafkaSettings(Section):
     events_format: Literal["json", "avro"] = Field(
         "json", description="what the platform's producers write: JSON, or Avro in the "
         "Confluent wire format with the registry's schemas (readers take both)")
-    smoke_topic: TopicSettings = TopicSettings(name="lambdalake.orchestration.smoke")
+    smoke_topic: TopicSettings = TopicSettings(name="lambdalake.smoke")
     reference_topic: TopicSettings = Field(
         TopicSettings(name="lambdalake.reference", cleanup_policy="compact", retention_ms=-1,
                       segment_ms=3_600_000, min_compaction_lag_ms=600_000,

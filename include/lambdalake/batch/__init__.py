@@ -1,5 +1,7 @@
 """The batch layer: recomputing a view's slices from bronze (``recompute``), publishing
 them and the high-water marks (``publication``), finding late rows and restating their
-windows (``late_arrivals``, ``restatement``), and the batch DAG's steps (``steps``).
+windows (``late_arrivals``, ``restatement``), the batch DAG's steps (``steps``) and what a
+step wrote, as it crosses processes and XCom (``written``).
 Beside the speed layer, above the view definitions both share (``lambdalake.views``);
-quality, serving and operations import it, never the streams."""
+quality, serving, operations and the edges (DAGs, Spark entry points) import it, never
+the streams."""

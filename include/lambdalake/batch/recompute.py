@@ -18,19 +18,17 @@ scheduled runs wrote to the old one in the meantime.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from lambdalake.batch.written import SliceWritten
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.delta_rs import delta_rs_uri, table_exists, table_version
 from lambdalake.lake.reference import read_versions
 from lambdalake.settings import Settings
-from lambdalake.timeutil import parse_utc
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.catalog import current_version, physical_table, switch_version
 from lambdalake.views.definition import ViewDefinition
@@ -41,41 +39,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
-
-
-RESULT_PREFIX = "result "
-"""How ``spark_jobs/batch_views.py`` marks the line of each slice it wrote in its output."""
-
-
-@dataclass(frozen=True)
-class SliceWritten:
-    """One slice a batch step wrote: crosses the process boundary as a ``result`` line of
-    the Spark step's output and the DAG's tasks as XCom (``to_xcom``), typed on both ends."""
-
-    view: str
-    start: datetime
-    end: datetime
-    rows: int
-    bronze_version: int
-    view_version: int
-    table_version: int
-
-    def to_xcom(self) -> dict[str, Any]:
-        return {**asdict(self), "start": self.start.isoformat(), "end": self.end.isoformat()}
-
-    @classmethod
-    def from_xcom(cls, value: dict[str, Any]) -> SliceWritten:
-        return cls(**{**value, "start": parse_utc(value["start"]),
-                      "end": parse_utc(value["end"])})
-
-    def result_line(self) -> str:
-        return RESULT_PREFIX + json.dumps(self.to_xcom())
-
-
-def parse_results(lines: list[str]) -> list[SliceWritten]:
-    """The slices a Spark step's output reports (its ``result`` lines)."""
-    return [SliceWritten.from_xcom(json.loads(line[len(RESULT_PREFIX):])) for line in lines
-            if line.startswith(RESULT_PREFIX)]
 
 
 def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None:

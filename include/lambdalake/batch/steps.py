@@ -115,7 +115,7 @@ def gate_bronze(plan: BatchPlan) -> None:
 def compute(plan: BatchPlan) -> list[dict[str, Any]]:
     """Recompute the interval's slices, or build new versions for a full reprocess."""
     action = ["build"] if plan.full_reprocess else ["recompute", *plan.interval_args]
-    from lambdalake.batch.recompute import parse_results
+    from lambdalake.batch.written import parse_results
 
     lines = run_spark_job(
         "batch_views", [*action, "--views", ",".join(plan.views), "--run-id", plan.run_id])
@@ -124,7 +124,7 @@ def compute(plan: BatchPlan) -> list[dict[str, Any]]:
 
 def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> None:
     """Validate what ``compute`` wrote: the interval's slices, or each built version whole."""
-    from lambdalake.batch.recompute import SliceWritten
+    from lambdalake.batch.written import SliceWritten
     from lambdalake.views.catalog import physical_table
 
     if not plan.full_reprocess:
@@ -164,8 +164,8 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     """
     from lambdalake.batch.publication import Publication, high_water_marks
     from lambdalake.batch.publication import publish as log_publications
-    from lambdalake.batch.recompute import SliceWritten
     from lambdalake.batch.restatement import record_restatement
+    from lambdalake.batch.written import SliceWritten
 
     slices = [SliceWritten.from_xcom(w) for w in written]
     if plan.full_reprocess:

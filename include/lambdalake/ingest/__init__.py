@@ -2,4 +2,5 @@
 (``stream``), the entities' compacted topics into their changelog and history
 (``reference``), the batch layer's wait for completeness (``completeness``), and the process
 (``service``, ``status``). Beside the speed layer and the batch layer, above the classified
-stream they share (``lambdalake.streaming``); quality and operations import it."""
+stream they share (``lambdalake.streaming``); operations, the DAGs and the Spark entry
+points import it."""

@@ -11,8 +11,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from lambdalake.batch import steps
-from lambdalake.batch.recompute import SliceWritten, parse_results
 from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
+from lambdalake.batch.written import SliceWritten, parse_results
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -75,9 +75,12 @@ def test_a_full_reprocess_needs_no_interval() -> None:
 def test_the_slices_written_cross_the_job_output_and_xcom_typed() -> None:
     written = SliceWritten("funnel", START, END, 3, bronze_version=7, view_version=1,
                            table_version=12)
-    lines = ["batch: funnel ...", written.result_line(), "other"]
-    assert parse_results(lines) == [written]
-    assert json.loads(json.dumps(written.to_xcom())) == written.to_xcom()  # XCom's JSON
+    line = ('result {"view": "funnel", "start": "2026-11-20T10:00:00+00:00", "end": '
+            '"2026-11-20T11:00:00+00:00", "rows": 3, "bronze_version": 7, "view_version": 1, '
+            '"table_version": 12}')
+    assert written.result_line() == line
+    assert parse_results(["batch: funnel ...", line, "other"]) == [written]
+    assert json.loads(line.removeprefix("result ")) == written.to_xcom()  # XCom's JSON
     assert SliceWritten.from_xcom(written.to_xcom()) == written
 
 

@@ -1,0 +1,46 @@
+"""What a batch step wrote, as the Spark step reports it and the DAG's tasks pass it on: a
+module of its own, light, so the Airflow tasks that read it import no Spark, Arrow or Delta.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from lambdalake.timeutil import parse_utc
+
+RESULT_PREFIX = "result "
+"""How ``spark_jobs/batch_views.py`` marks the line of each slice it wrote in its output."""
+
+
+@dataclass(frozen=True)
+class SliceWritten:
+    """One slice a batch step wrote: crosses the process boundary as a ``result`` line of
+    the Spark step's output and the DAG's tasks as XCom (``to_xcom``), typed on both ends."""
+
+    view: str
+    start: datetime
+    end: datetime
+    rows: int
+    bronze_version: int
+    view_version: int
+    table_version: int
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {**asdict(self), "start": self.start.isoformat(), "end": self.end.isoformat()}
+
+    @classmethod
+    def from_xcom(cls, value: dict[str, Any]) -> SliceWritten:
+        return cls(**{**value, "start": parse_utc(value["start"]),
+                      "end": parse_utc(value["end"])})
+
+    def result_line(self) -> str:
+        return RESULT_PREFIX + json.dumps(self.to_xcom())
+
+
+def parse_results(lines: list[str]) -> list[SliceWritten]:
+    """The slices a Spark step's output reports (its ``result`` lines)."""
+    return [SliceWritten.from_xcom(json.loads(line[len(RESULT_PREFIX):])) for line in lines
+            if line.startswith(RESULT_PREFIX)]
