@@ -19,8 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from lambdalake.kafka.topics import ensure_topic
-from lambdalake.settings import Settings
-from lambdalake.stack.process import ManagedProcess, StackError
+from lambdalake.stack.process import OneProcessComponent, StackError
 
 MINIMUM_JAVA = 21
 JVM_DIRS = Path("/usr/lib/jvm")
@@ -57,14 +56,11 @@ def find_java(configured: Path | None) -> Path:
     return max(usable, key=lambda home: versions[home]) / "bin" / "java"
 
 
-class LocalSchemaRegistry:
+class LocalSchemaRegistry(OneProcessComponent):
     """Start (after Kafka), health-check and stop the stack's Apicurio Registry."""
 
     label = "schema registry"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.process = ManagedProcess("schema-registry", settings.state_dir / "run")
+    process_name = "schema-registry"
 
     @property
     def runs_here(self) -> bool:
@@ -110,11 +106,6 @@ class LocalSchemaRegistry:
         url = f"http://{registry.host}:{registry.management_port}/health/ready"
         with urllib.request.urlopen(url, timeout=2) as response:
             return bool(json.load(response).get("status") == "UP")
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The process it runs here (none for a registry elsewhere)."""
-        return [self.process] if self.runs_here else []
 
     def start(self, timeout: float = 120.0) -> str:
         """Start unless running (or run elsewhere); wait until it is ready; say what was done."""

@@ -24,7 +24,7 @@ from urllib.parse import quote, urlparse
 from lambdalake.settings import Settings
 from lambdalake.spark import server_address, spark_conf
 from lambdalake.stack import object_store
-from lambdalake.stack.process import ManagedProcess, port_open
+from lambdalake.stack.process import OneProcessComponent, port_open
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -68,24 +68,21 @@ def server_environment(settings: Settings) -> dict[str, str]:
             "SPARK_LOCAL_IP": settings.spark.driver_host}
 
 
-class SparkConnectServer:
+class SparkConnectServer(OneProcessComponent):
     """The stack's Spark Connect server as a component: start, stop, health."""
 
     label = "Spark Connect server (batch tasks)"
+    process_name = "spark-connect"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.process = ManagedProcess("spark-connect", settings.state_dir / "run")
+    @property
+    def runs_here(self) -> bool:
+        """False when batch tasks run their own drivers or use an external server."""
+        return self.settings.spark.runs_connect_server
 
     def healthy(self) -> bool:
         spark = self.settings.spark
         return self.process.pid() is not None and port_open(
             spark.driver_host, spark.connect_port)
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The process it runs here (none when batch tasks run their own drivers)."""
-        return [self.process] if self.settings.spark.runs_connect_server else []
 
     def start(self, timeout: float = 180.0) -> str:
         """Start unless running (a no-op when batch tasks use their own drivers or an

@@ -8,7 +8,7 @@ import sys
 import httpx
 
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.stack.process import ManagedProcess
+from lambdalake.stack.process import OneProcessComponent
 
 APP_FACTORY = "lambdalake.serving.api:create_app"
 
@@ -21,19 +21,11 @@ def uvicorn_command(settings: Settings) -> list[str]:
             "--port", str(serving.port), "--workers", str(serving.workers), "--no-access-log"]
 
 
-class ServingService:
+class ServingService(OneProcessComponent):
     """``uvicorn --factory lambdalake.serving.api:create_app`` with the stack's settings."""
 
     label = "query API (merged views)"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.process = ManagedProcess("serving-api", settings.state_dir / "run")
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The process it runs here."""
-        return [self.process]
+    process_name = "serving-api"
 
     def start(self, timeout: float = 60.0) -> int:
         """Start unless running; wait until ``/health`` answers; return the pid."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lambdalake.settings import Settings, get_settings
-from lambdalake.stack.process import ManagedProcess, StackError
+from lambdalake.stack.process import OneProcessComponent, StackError
 from lambdalake.stack.secrets import local_secret
 
 if TYPE_CHECKING:
@@ -99,14 +99,11 @@ def spark_properties(settings: Settings) -> dict[str, str]:
     return properties
 
 
-class LocalObjectStore:
+class LocalObjectStore(OneProcessComponent):
     """Start, health-check and stop the stack's s3proxy, with the lake's bucket in it."""
 
     label = "object storage (the lake)"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.process = ManagedProcess("object-store", settings.state_dir / "run")
+    process_name = "object-store"
 
     @property
     def runs_here(self) -> bool:
@@ -172,11 +169,6 @@ class LocalObjectStore:
         return fs.S3FileSystem(access_key=found[0], secret_key=found[1], region=store.region,
                                endpoint_override=address, scheme=scheme,
                                force_virtual_addressing=False)
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The process it runs here (none when the lake is elsewhere)."""
-        return [self.process] if self.runs_here else []
 
     def start(self, timeout: float = 60.0) -> str:
         """Start unless running (or not served here); wait until it answers."""

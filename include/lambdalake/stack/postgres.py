@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
-from lambdalake.settings import Settings
-from lambdalake.stack.process import ManagedProcess, StackError, run_checked
+from lambdalake.stack.process import OneProcessComponent, StackError, run_checked
 from lambdalake.stack.secrets import local_secret
 
 UNPRIVILEGED_USER = "nobody"
@@ -46,14 +45,11 @@ def _reachable_by_server_user(directory: Path) -> bool:
     return probe.returncode == 0
 
 
-class Postgres:
+class Postgres(OneProcessComponent):
     """Initialise once, start, create Airflow's role and database, stop."""
 
     label = "PostgreSQL"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.process = ManagedProcess("postgres", settings.state_dir / "run")
+    process_name = "postgres"
 
     @property
     def data_dir(self) -> Path:
@@ -106,11 +102,6 @@ class Postgres:
             self.process.log_file,
             as_user=run_as,
         )
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The process it runs here."""
-        return [self.process]
 
     def start(self, timeout: float = 60.0) -> None:
         self.initdb()

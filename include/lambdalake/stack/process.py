@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
+
+if TYPE_CHECKING:
+    from lambdalake.settings import Settings
 
 
 class StackError(RuntimeError):
@@ -259,3 +262,24 @@ class StackComponent(Protocol):
     def start(self) -> object: ...
 
     def stop(self) -> object: ...
+
+
+class OneProcessComponent:
+    """A stack component of one process, ``process_name`` under the state dir's ``run/``,
+    which runs here unless ``runs_here`` says it lives elsewhere: ``StackComponent``'s
+    ``processes`` for all of them."""
+
+    label: str
+    process_name: str
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.process = ManagedProcess(self.process_name, settings.state_dir / "run")
+
+    @property
+    def runs_here(self) -> bool:
+        return True
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [self.process] if self.runs_here else []

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.orchestration.spark_jobs import job_path
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.stack.process import ManagedProcess, StackError
+from lambdalake.stack.process import ManagedProcess, OneProcessComponent, StackError
 from lambdalake.streaming.progress import (
     consumed_offsets,
     failures,
@@ -47,7 +47,7 @@ def start_app_process(settings: Settings, app: str, job: str | None = None,
     )
 
 
-class StreamingService:
+class StreamingService(OneProcessComponent):
     """One streaming application as a component of the platform: ``spark_jobs/<job>.py``
     (default: ``<app>.py``) run with ``args`` as process ``app``."""
 
@@ -60,10 +60,6 @@ class StreamingService:
         self.process = app_process(settings, app)
         self.label = app
 
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        """The application's one process."""
-        return [self.process]
 
     def start(self, timeout: float = 180.0) -> int:
         """Start unless running; wait until every query reports progress; return the pid."""
