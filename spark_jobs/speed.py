@@ -8,6 +8,7 @@ import argparse
 from lambdalake.settings import get_settings
 from lambdalake.spark import STREAM_SPARK_CONF, get_spark
 from lambdalake.speed.stream import run
+from lambdalake.streaming.runner import log_to_stdout
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
@@ -15,5 +16,6 @@ if __name__ == "__main__":
     parser.add_argument("--shard", type=int, default=0,
                         help="which of the speed.shards instances this is (default: 0)")
     args = parser.parse_args()
+    log_to_stdout()
     settings = get_settings()
     run(get_spark("speed", settings, STREAM_SPARK_CONF), settings, args.views, args.shard)

@@ -87,8 +87,9 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
 
     from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
     from lambdalake.quality.baseline import usual_row_count
+    from lambdalake.quality.docs import record_with_pages
     from lambdalake.quality.gate import GATE_SPARK_CONF
-    from lambdalake.quality.history import read_row_counts, record_all
+    from lambdalake.quality.history import read_row_counts
     from lambdalake.quality.slices import (
         bronze_event_types,
         validate_bronze_slice,
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                 results.append(result)
     finally:  # one commit for the step's gates, also those done before an error
         if results:
-            record_all(results, settings, run_id=args.run_id)
+            record_with_pages(results, settings, run_id=args.run_id)
     failed = [result for result in results if not result.success]
     if not failed:
         return 0

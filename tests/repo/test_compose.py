@@ -12,18 +12,32 @@ import pytest
 import yaml
 from airflow.sdk import Connection
 
+from lambdalake.ingest.service import IngestService
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
-from lambdalake.orchestration.spark_connect import connection_url
-from lambdalake.serving.service import APP_FACTORY
+from lambdalake.operations.platform import Platform
+from lambdalake.orchestration.spark_connect import SparkConnectServer, connection_url
+from lambdalake.serving.service import APP_FACTORY, ServingService
 from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
+from lambdalake.speed.service import SpeedLayer
 from lambdalake.speed.shards import shards
 from lambdalake.stack.airflow import EXECUTOR, Airflow
+from lambdalake.stack.kafka_broker import KafkaCluster
+from lambdalake.stack.object_store import LocalObjectStore
+from lambdalake.stack.postgres import Postgres
 
-SERVICES = {
-    "kafka-1", "kafka-2", "kafka-3", "object-store", "schema-registry", "register-contracts", "postgres", "spark-master", "spark-worker",
-    "spark-connect", "ingest", "speed-0", "speed-1", "serving-api",
-    "airflow-init",
-    "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+COMPOSE_SERVICES: dict[type, set[str]] = {
+    # each component of the local stack, in Platform's start order: its services in compose
+    # (a cluster where the local stack runs one process, and compose's one-shot jobs)
+    LocalObjectStore: {"object-store"},
+    Postgres: {"postgres"},
+    KafkaCluster: {"kafka-1", "kafka-2", "kafka-3"},
+    LocalSchemaRegistry: {"schema-registry", "register-contracts"},
+    SparkConnectServer: {"spark-master", "spark-worker", "spark-connect"},
+    IngestService: {"ingest"},
+    SpeedLayer: {"speed-0", "speed-1"},
+    ServingService: {"serving-api"},
+    Airflow: {"airflow-init", "airflow-api-server", "airflow-scheduler",
+              "airflow-dag-processor", "airflow-triggerer"},
 }
 REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
 
@@ -42,8 +56,27 @@ def substituted(env: dict[str, str]) -> dict[str, str]:
     return {k: re.sub(r"\$\{(\w+):\?[^}]+\}", r"from-\1", v) for k, v in env.items()}
 
 
-def test_the_platform_services_are_all_there(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == SERVICES
+def test_every_component_of_the_platform_is_in_compose_and_nothing_else(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """What ``lambdalake up`` starts (``Platform.components``) is what compose runs: a
+    component added to the platform fails here until compose has its services."""
+    components = Platform(Settings(state_dir=tmp_path)).components
+    assert [type(component) for component in components] == list(COMPOSE_SERVICES)
+    assert set(compose["services"]) == set().union(*COMPOSE_SERVICES.values())
+
+
+def test_compose_starts_each_service_after_what_the_platform_starts_before_it(
+    compose: dict[str, Any]
+) -> None:
+    """A service waits only for services of its own component or of one the platform
+    starts earlier, so compose and ``lambdalake up`` bring the stack up in one order."""
+    position = {service: at for at, services in enumerate(COMPOSE_SERVICES.values())
+                for service in services}
+    for name, service in compose["services"].items():
+        later = [needed for needed in service.get("depends_on", {})
+                 if position[needed] > position[name]]
+        assert later == [], f"{name} waits for {later}, which the platform starts after it"
 
 
 def test_published_ports_bind_to_loopback_only(compose: dict[str, Any]) -> None:

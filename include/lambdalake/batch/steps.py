@@ -9,6 +9,7 @@ Spark step runs as a child process (``run_spark_job``) whose ``result`` lines co
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed, run_spark_job
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc, parse_utc
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def completeness_moment(plan: BatchPlan) -> datetime:
 def gate_bronze(plan: BatchPlan) -> None:
     """Validate the interval's bronze rows (a full reprocess reads slices gated before)."""
     if plan.full_reprocess:
-        print("full reprocess: every bronze interval was gated when it was first computed")
+        log.info("full reprocess: every bronze interval was gated when it was first computed")
         return
     run_gate(["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id])
 

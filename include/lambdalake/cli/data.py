@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.operations.demo import run_demo
 
-    run_demo(settings, args.traffic, args.seed)
+    run_demo(settings, args.traffic, args.seed, echo=print)
     return 0
 
 

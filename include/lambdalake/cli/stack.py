@@ -73,7 +73,7 @@ def cmd_clean(settings: Settings, _args: argparse.Namespace) -> int:
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.operations.platform import Platform
-    from lambdalake.operations.status import print_layer_freshness
+    from lambdalake.operations.status import layer_freshness
 
     rows = Platform(settings).status()
     if args.json:
@@ -85,7 +85,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{row.name:<24}{pid:>8}{row.rss_bytes / 2**20:>10.0f}")
         total = sum(r.rss_bytes for r in rows)
         print(f"{'total':<24}{'':>8}{total / 2**20:>10.0f}")
-        print_layer_freshness(settings)
+        print("\n".join(layer_freshness(settings)))
     return 0 if all(r.running for r in rows) else 3
 
 

@@ -18,6 +18,7 @@ key is not the value's key field: compaction would keep the wrong record).
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -50,6 +51,8 @@ REFERENCE_QUARANTINE_REASONS = (
     "missing_key", "empty_value", "oversized", "invalid_utf8", "invalid_json", "wrong_type",
     "missing_required", "constraint_violation", "key_mismatch",
 )
+
+log = logging.getLogger(__name__)
 
 
 def classify_changes(records: DataFrame, contract: EntityContract,
@@ -150,7 +153,7 @@ def start_reference_ingest(spark: SparkSession, settings: Settings) -> Streaming
                                 ledger(), batch_id)
         refresh(batch.sparkSession, settings, changed)
 
-    print(f"reference: reading {topics}, pid {os.getpid()}", flush=True)
+    log.info("reference: reading %s, pid %d", topics, os.getpid())
     return (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())

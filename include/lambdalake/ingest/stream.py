@@ -17,6 +17,7 @@ between micro-batches (``lambdalake.lake.checkpoints``).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,8 @@ INGEST_SPARK_CONF = {
 }
 """Spark settings of the ingest application (``spark_jobs/ingest.py``)."""
 
+log = logging.getLogger(__name__)
+
 
 def read_tasks(configured: int, topic_partitions: int, cores: int) -> int:
     """Tasks a micro-batch's Kafka read is split into: ``configured``, or (0) the smallest
@@ -102,9 +105,9 @@ def run(spark: SparkSession, settings: Settings) -> None:
     register`` would): a reference query subscribed to a topic no broker hosts fails."""
     ensure_platform_topics(settings.kafka)
     for table in upgrade_tables(spark, settings):
-        print(f"ingest: {table} given its table properties", flush=True)
+        log.info("ingest: %s given its table properties", table)
     query = start_ingest(spark, settings)
-    print(f"ingest: query {query.id} started, pid {os.getpid()}", flush=True)
+    log.info("ingest: query %s started, pid %d", query.id, os.getpid())
     reference = start_reference_ingest(spark, settings)
     tables = [settings.table_path(name) for name in TABLE_PROPERTIES]
     with CheckpointWriter(spark, tables, every=CHECKPOINT_EVERY):

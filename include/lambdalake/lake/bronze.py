@@ -70,8 +70,9 @@ Parquet's, to a driver as ``spark.hadoop.<key>``)."""
 
 
 def upgrade_tables(spark: SparkSession, settings: Settings) -> list[str]:
-    """Give bronze and quarantine the ``TABLE_PROPERTIES`` they lack (tables written by an
-    older release); the tables changed. Ingest does it when it starts, before it writes."""
+    """Give bronze and quarantine the ``TABLE_PROPERTIES`` they lack: an existing table
+    keeps the properties of its first write, so a changed declaration reaches it here;
+    return the tables changed. Ingest does it when it starts, before it writes."""
     return [name for name, properties in TABLE_PROPERTIES.items()
             if upgrade_properties(spark, settings.table_path(name), properties)]
 

@@ -16,6 +16,7 @@ complete one, as a commit killed during its checkpoint does.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from types import TracebackType
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 NO_CHECKPOINT_IN_COMMIT = str(2**31 - 1)
 """``CHECKPOINT_INTERVAL`` of a table checkpointed by a ``CheckpointWriter``."""
+
+log = logging.getLogger(__name__)
 
 
 def checkpoint_due(version: int, checkpointed: int, every: int) -> bool:
@@ -92,7 +95,7 @@ class CheckpointWriter:
         while not self._stop.wait(self.poll_seconds):
             try:
                 for path, version in self.check_once():
-                    print(f"checkpoints: {path} checkpointed at version {version}", flush=True)
+                    log.info("checkpoints: %s checkpointed at version %d", path, version)
             except Exception as error:  # noqa: BLE001 - the stream goes on; retried next look
-                print(f"checkpoints: failed, tried again in {self.poll_seconds} s: {error}",
-                      flush=True)
+                log.warning("checkpoints: failed, tried again in %s s: %s", self.poll_seconds,
+                            error)

@@ -6,8 +6,7 @@ Spark jobs, 0.5-0.8 s per table and micro-batch on this machine, half of a small
 time in ingest. A ``BatchLedger`` records the batch in its commit's own metadata instead
 (``userMetadata``: atomic with the rows) and remembers what it committed. It reads a
 table's log only to learn where its query left off: once per table after the query
-starts, newest commits first (delta-rs, no Spark job). A table written with Delta's app
-transactions before the ledger existed is read by those as well.
+starts, newest commits first (delta-rs, no Spark job).
 
 A commit older than the table's log retention (``delta.logRetentionDuration``, 30 days by
 default) is gone from the log. If none of the query's commits is left in the log of a table
@@ -62,18 +61,16 @@ def last_committed(path: str, app_id: str) -> tuple[int, bool]:
     if not table_exists(path):
         return -1, True
     table = DeltaTable(delta_rs_uri(path), without_files=True)
-    transaction = table.transaction_version(app_id)  # Delta's own idempotent writes
-    legacy = -1 if transaction is None else transaction
     limit = FIRST_PAGE
     while True:
         commits = table.history(limit)  # newest first
         for commit in commits:
             batch = batch_of(commit, app_id)
             if batch is not None:
-                return max(batch, legacy), True
+                return batch, True
         if len(commits) < limit:
             complete = not commits or min(commit["version"] for commit in commits) == 0
-            return legacy, complete or legacy >= 0
+            return -1, complete
         limit *= 10
 
 

@@ -22,8 +22,8 @@ def delta_path(path: str) -> str:
 
 
 def upgrade_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> bool:
-    """Give an existing table at ``path`` the ``properties`` it lacks (a table written by an
-    older release); whether it changed. A new table gets them from its first write."""
+    """Give an existing table at ``path`` the ``properties`` it lacks (declared since its
+    first write); whether it changed. A new table gets them from its first write."""
     if not table_exists(path):
         return False
     current = table_properties(path)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,7 +89,8 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime,
     return DemoPlan(profile, first, max(first, settled))
 
 
-def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manifest:
+def produce_and_reconcile(settings: Settings, profile: TrafficProfile,
+                          echo: Callable[[str], None]) -> Manifest:
     """Produce ``profile``, wait for ingest, check bronze + quarantine grew by what was sent."""
     from lambdalake.generator.traffic import produce_traffic
     from lambdalake.ingest.service import wait_caught_up
@@ -104,12 +106,12 @@ def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manife
                                reference=reference_producers(settings))
     path = settings.state_dir / "manifests" / f"demo-seed{profile.seed}.json"
     manifest.write(path)
-    print(f"produced {manifest.produced} {settings.kafka.events_format.upper()} records at "
-          f"{profile.rate:,.0f}/s over "
-          f"{TRAFFIC_HOURS} h of event time: {manifest.counts['valid']} valid, "
-          f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
-          f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min), "
-          f"and {len(manifest.reference_changes)} reference changes; manifest {path}")
+    echo(f"produced {manifest.produced} {settings.kafka.events_format.upper()} records at "
+         f"{profile.rate:,.0f}/s over "
+         f"{TRAFFIC_HOURS} h of event time: {manifest.counts['valid']} valid, "
+         f"{manifest.counts['duplicate']} duplicates, {manifest.malformed} malformed "
+         f"(~{profile.late_fraction:.0%} late, up to {profile.max_lateness_minutes:.0f} min), "
+         f"and {len(manifest.reference_changes)} reference changes; manifest {path}")
     if manifest.failed or manifest.acknowledged != manifest.produced:
         raise RuntimeError(f"the broker did not acknowledge {manifest.failed} records")
     wait_caught_up(settings, timeout=600)
@@ -118,13 +120,13 @@ def produce_and_reconcile(settings: Settings, profile: TrafficProfile) -> Manife
     landed = {table: row_count(settings.table_path(table)) - before[table] for table in tables}
     for table in tables:
         verdict = "ok" if landed[table] == expected[table] else f"EXPECTED +{expected[table]}"
-        print(f"  {table:<20} +{landed[table]} rows ({verdict})")
+        echo(f"  {table:<20} +{landed[table]} rows ({verdict})")
     if landed != expected:
         raise RuntimeError("bronze/quarantine do not reconcile with what was produced")
     return manifest
 
 
-def run_batch(settings: Settings, plan: DemoPlan) -> None:
+def run_batch(settings: Settings, plan: DemoPlan, echo: Callable[[str], None]) -> None:
     """One manual run of the batch DAG over the plan's interval, through the REST API."""
     from lambdalake.orchestration.airflow_api import admin_client
 
@@ -133,10 +135,10 @@ def run_batch(settings: Settings, plan: DemoPlan) -> None:
     client.unpause(BATCH_DAG)  # from now on it also runs every closed hour on its own
     conf = {"start": iso(plan.batch_start), "end": iso(plan.batch_end)}
     run_id = client.trigger(BATCH_DAG, conf)
-    print(f"triggered {BATCH_DAG} for [{conf['start']}, {conf['end']}): run {run_id}; waiting ...")
+    echo(f"triggered {BATCH_DAG} for [{conf['start']}, {conf['end']}): run {run_id}; waiting ...")
     state = client.wait_for_run(BATCH_DAG, run_id, timeout=1800)
     for task, task_state in client.task_states(BATCH_DAG, run_id).items():
-        print(f"  {task:<16} {task_state}")
+        echo(f"  {task:<16} {task_state}")
     if state != "success":
         raise RuntimeError(
             f"{BATCH_DAG} run {state}: see {settings.airflow.base_url}/dags/{BATCH_DAG}")
@@ -169,38 +171,40 @@ def example_queries(settings: Settings, plan: DemoPlan) -> list[str]:
     ]
 
 
-def show_answer(settings: Settings, url: str) -> None:
-    """Print how many rows of the answer came from each layer, and its first rows."""
+def show_answer(settings: Settings, url: str, echo: Callable[[str], None]) -> None:
+    """Say how many rows of the answer came from each layer, and its first rows."""
     answer = httpx.get(url, timeout=10, headers=settings.serving.auth_headers()).json()
     rows = answer["rows"]
     sources = {source: sum(row["source"] == source for row in rows)
                for source in ("batch", "realtime")}
     token = ' -H "Authorization: Bearer $LAMBDALAKE_SERVING__API_TOKEN"' \
         if settings.serving.api_token else ""
-    print(f"  curl{token} '{url}'")
-    print(f"    {len(rows)} rows: {sources['batch']} from batch (before "
-          f"{answer['snapshot']['high_water_mark']}), {sources['realtime']} real-time")
+    echo(f"  curl{token} '{url}'")
+    echo(f"    {len(rows)} rows: {sources['batch']} from batch (before "
+         f"{answer['snapshot']['high_water_mark']}), {sources['realtime']} real-time")
     for row in rows[:2] + rows[-2:] if len(rows) > 4 else rows:
-        print(f"    {json.dumps(row)}")
+        echo(f"    {json.dumps(row)}")
 
 
-def quality_summary(settings: Settings) -> None:
+def quality_summary(settings: Settings, echo: Callable[[str], None]) -> None:
     """The gate results recorded so far: per layer, then the newest few."""
     from lambdalake.quality.history import read_results, results_path
     from lambdalake.quality.page import write_report
     from lambdalake.quality.report import summary
 
-    print("\n".join(f"  {line}" for line in summary(read_results(settings))))
-    print(f"  all of them: lambdalake quality (history in {results_path(settings)})")
-    print(f"  report with Data Docs: {write_report(settings)}")
+    echo("\n".join(f"  {line}" for line in summary(read_results(settings))))
+    echo(f"  all of them: lambdalake quality (history in {results_path(settings)})")
+    echo(f"  report with Data Docs: {write_report(settings)}")
 
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPlan:
-    """The whole main job on a running stack (``lambdalake up``); returns what it did."""
+def run_demo(settings: Settings, count: int, seed: int | None,
+             echo: Callable[[str], None]) -> DemoPlan:
+    """The whole main job on a running stack (``lambdalake up``), each step told to ``echo``
+    as it ends (``lambdalake demo`` prints them); returns what it did."""
     from lambdalake.ingest.completeness import entity_topics
     from lambdalake.speed.service import wait_speed_caught_up
     from lambdalake.streaming.service import topic_end_offsets
@@ -208,21 +212,21 @@ def run_demo(settings: Settings, count: int, seed: int | None = None) -> DemoPla
     has_reference = any(topic_end_offsets(settings, topics=entity_topics(settings)).values())
     plan = plan_demo(settings, count, int(time.time()) if seed is None else seed,
                      datetime.now(UTC), with_reference=not has_reference)
-    produce_and_reconcile(settings, plan.profile)
+    produce_and_reconcile(settings, plan.profile, echo)
     wait_speed_caught_up(settings, timeout=600)
-    print("speed layer caught up")
-    run_batch(settings, plan)
+    echo("speed layer caught up")
+    run_batch(settings, plan, echo)
     wait_for_mark(settings, plan.batch_end)
-    print(f"\nquery API {settings.serving.base_url} (OpenAPI: "
-          f"{settings.serving.base_url}/docs), batch before {iso(plan.batch_end)}, "
-          f"real-time after:")
+    echo(f"\nquery API {settings.serving.base_url} (OpenAPI: "
+         f"{settings.serving.base_url}/docs), batch before {iso(plan.batch_end)}, "
+         f"real-time after:")
     for url in example_queries(settings, plan):
-        show_answer(settings, url)
-    print("\ndata quality:")
-    quality_summary(settings)
+        show_answer(settings, url, echo)
+    echo("\ndata quality:")
+    quality_summary(settings, echo)
     af = settings.airflow
-    print(f"\nAirflow UI {af.base_url}/dags/{BATCH_DAG} (login {af.admin_user}, password in "
-          f"{settings.state_dir / 'secrets' / 'airflow-admin-password'} in local dev)")
-    print("every layer's freshness: make status     the same queries: "
-          ".venv/bin/lambdalake query page_traffic --where page=/page/1")
+    echo(f"\nAirflow UI {af.base_url}/dags/{BATCH_DAG} (login {af.admin_user}, password in "
+         f"{settings.state_dir / 'secrets' / 'airflow-admin-password'} in local dev)")
+    echo("every layer's freshness: make status     the same queries: "
+         ".venv/bin/lambdalake query page_traffic --where page=/page/1")
     return plan

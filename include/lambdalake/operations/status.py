@@ -18,25 +18,27 @@ from lambdalake.streaming.progress import failures, read_status
 from lambdalake.views.definition import load_views
 
 
-def print_layer_freshness(settings: Settings) -> None:
-    """Each layer's progress: ingest and speed from their status, batch and serving from
-    Delta; the newest restatements; then the supervisor's alerts of the last hour."""
+def layer_freshness(settings: Settings) -> list[str]:
+    """Each layer's progress, a line each: ingest and speed from their status, batch and
+    serving from Delta; the newest restatements; then the supervisor's alerts of the last
+    hour."""
+    lines: list[str] = []
     ingest = read_status(settings, INGEST)
     if ingest:
         age = time.time() - ingest["written_at"]
         rate = ingest.get("processed_rows_per_second") or 0
-        print(f"\ningest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
-              f"{rate:,.0f} rows/s processed, status {age:.0f}s old")
+        lines += ["", f"ingest: batch {ingest['batch_id']}, lag {ingest['lag']} records, "
+                      f"{rate:,.0f} rows/s processed, status {age:.0f}s old"]
     speed_document = speed_status(settings)
     for failure in failures(ingest or {}) + failures(speed_document):
-        print(f"FAILED {failure}")
+        lines.append(f"FAILED {failure}")
     speed = speed_document.get("views", {})
     for view, query in speed.items():
         rate = query.get("processed_rows_per_second") or 0
-        print(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
-              f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
-              f"{query['dropped_by_watermark_total']} late rows dropped, "
-              f"{query['state_rows']} event ids held")
+        lines.append(f"speed {view}: batch {query['batch_id']}, lag {query['lag']} records, "
+                     f"watermark {query['watermark']}, {rate:,.0f} rows/s processed, "
+                     f"{query['dropped_by_watermark_total']} late rows dropped, "
+                     f"{query['state_rows']} event ids held")
     views = load_views()
     store, now = SnapshotStore(settings, views), datetime.now(UTC)
     waiting = {w.view: w for w in LateArrivals(settings, list(views.values())).waiting()}
@@ -47,13 +49,16 @@ def print_layer_freshness(settings: Settings) -> None:
         late = ("" if not fresh["late_rows_waiting"] else
                 f"; {fresh['late_rows_waiting']} late rows ({fresh['late_events_waiting']} "
                 f"events) wait for published windows from {fresh['oldest_waiting_window']} on")
-        print(f"serving {name}: batch up to {fresh['high_water_mark']} "
-              f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
-              f"v{fresh['batch_view_version']}), {realtime}{late}")
+        lines.append(f"serving {name}: batch up to {fresh['high_water_mark']} "
+                     f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
+                     f"v{fresh['batch_view_version']}), {realtime}{late}")
     for restated in read_restatements(settings)[-5:]:
-        print(f"restated {restated['view']} [{restated['interval_start']:%Y-%m-%d %H:%M}, "
-              f"{restated['interval_end']:%Y-%m-%d %H:%M}) at {restated['restated_at']:%H:%M:%S}"
-              f"Z: {restated['late_rows']} late rows taken in, run {restated['run_id']}")
+        lines.append(
+            f"restated {restated['view']} [{restated['interval_start']:%Y-%m-%d %H:%M}, "
+            f"{restated['interval_end']:%Y-%m-%d %H:%M}) at {restated['restated_at']:%H:%M:%S}"
+            f"Z: {restated['late_rows']} late rows taken in, run {restated['run_id']}")
     for alert in recent_alerts(settings, within_seconds=3600):
-        print(f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
-              + "".join(f"\n  {problem}" for problem in alert["problems"]))
+        lines.append(
+            f"ALERT {datetime.fromtimestamp(alert['at'], UTC):%H:%M:%S}Z {alert['what']}"
+            + "".join(f"\n  {problem}" for problem in alert["problems"]))
+    return lines

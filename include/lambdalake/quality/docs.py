@@ -18,10 +18,15 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lambdalake.quality.history import append, entry
 from lambdalake.settings import Settings
+
+if TYPE_CHECKING:
+    from lambdalake.quality.verdict import GateResult
 
 ASSETS_DIR = "assets"
 RUNS_DIR = "runs"
@@ -184,3 +189,24 @@ def write_page(settings: Settings, validation: Any, name: str, *, asset: str, ru
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path
+
+
+def record_with_pages(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
+    """Record ``results`` (and ``context``) in the quality history in one commit, each with
+    its Data Docs page written first and named in its entry (``docs``, relative to the docs
+    dir). A page that cannot be written is noted (``docs_error``): the verdict is recorded
+    either way."""
+    entries = [entry(result, **context) for result in results]
+    for result, kept in zip(results, entries, strict=True):
+        if result.validation is None:
+            continue
+        try:
+            name = page_name(kept)
+            write_page(settings, result.validation, name,
+                       asset=f"{result.layer} {result.subject} {result.interval} UTC",
+                       run_name=str(context.get("run_id") or "(no run id)"),
+                       run_time=kept["recorded_at"])
+            kept["docs"] = f"{RUNS_DIR}/{name}"
+        except Exception as error:  # noqa: BLE001 - a page that fails to render loses no result
+            kept["docs_error"] = f"{type(error).__name__}: {error}"
+    return append(settings, entries)

@@ -12,7 +12,9 @@ Data Docs page — answer SQL directly, e.g. with delta-rs and DuckDB::
 
 ``entry`` holds the whole record as JSON (failing expectations with their rule, observed
 value and samples, plus the caller's context), which is what ``read_results`` returns. The
-table's small files (one per gate step) are compacted as it grows (``append_rows``).
+table's small files (one per gate step) are compacted as it grows (``append_rows``). This
+module records and reads; a gate's Data Docs pages are written beside it by
+``lambdalake.quality.docs.record_with_pages``.
 """
 
 from __future__ import annotations
@@ -44,41 +46,26 @@ def results_path(settings: Settings) -> str:
     return settings.table_path(RESULTS_TABLE)
 
 
+def entry(result: GateResult, **context: Any) -> dict[str, Any]:
+    """What the history keeps of ``result``: its verdict with the caller's ``context`` (e.g.
+    a run id) and the time it was recorded."""
+    return {**result.to_json(), **context, "recorded_at": datetime.now(UTC).isoformat(),
+            "suite": getattr(result.validation, "suite_name", None)}
+
+
 def record(result: GateResult, settings: Settings, **context: Any) -> str:
-    """Append ``result`` (and ``context``, e.g. a run id) to the history, after writing its
-    Data Docs page (``docs``: the page, relative to the docs dir). A page that cannot be
-    written is noted (``docs_error``); the verdict is recorded either way."""
-    return record_all([result], settings, **context)
+    """Append ``result`` (and ``context``) to the history; return the table's path."""
+    return append(settings, [entry(result, **context)])
 
 
-def record_all(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
-    """``record`` for several results in one commit (a gate step's gates): one file and one
-    log entry instead of one per result."""
+def append(settings: Settings, entries: Sequence[dict[str, Any]]) -> str:
+    """Append ``entries`` (made by ``entry``) in one commit: a gate step's gates make one
+    file and one log entry instead of one each."""
     from lambdalake.lake.delta_rs import append_rows
 
-    rows = [_row(_entry(result, settings, context),
-                 getattr(result.validation, "suite_name", None)) for result in results]
     path = results_path(settings)
-    append_rows(path, SCHEMA, rows)
+    append_rows(path, SCHEMA, [_row(kept) for kept in entries])
     return path
-
-
-def _entry(result: GateResult, settings: Settings, context: dict[str, Any]) -> dict[str, Any]:
-    """What the history keeps of ``result``, its Data Docs page written."""
-    from lambdalake.quality.docs import RUNS_DIR, page_name, write_page
-
-    entry = {**result.to_json(), **context, "recorded_at": datetime.now(UTC).isoformat()}
-    if result.validation is not None:
-        try:
-            name = page_name(entry)
-            write_page(settings, result.validation, name,
-                       asset=f"{result.layer} {result.subject} {result.interval} UTC",
-                       run_name=str(context.get("run_id") or "(no run id)"),
-                       run_time=entry["recorded_at"])
-            entry["docs"] = f"{RUNS_DIR}/{name}"
-        except Exception as error:  # noqa: BLE001 - a page that fails to render loses no result
-            entry["docs_error"] = f"{type(error).__name__}: {error}"
-    return entry
 
 
 def read_results(settings: Settings) -> list[dict[str, Any]]:
@@ -110,9 +97,9 @@ def read_row_counts(settings: Settings, layer: str) -> list[dict[str, Any]]:
              "recorded_at": row["recorded_at"].isoformat()} for row in rows]
 
 
-def _row(entry: dict[str, Any], suite: str | None) -> dict[str, Any]:
+def _row(entry: dict[str, Any]) -> dict[str, Any]:
     return {
-        "layer": entry["layer"], "subject": entry["subject"], "suite": suite,
+        "layer": entry["layer"], "subject": entry["subject"], "suite": entry["suite"],
         "interval_start": datetime.fromisoformat(entry["start"]),
         "interval_end": datetime.fromisoformat(entry["end"]), "success": entry["success"],
         "critical_failures": len(entry["critical_failures"]),

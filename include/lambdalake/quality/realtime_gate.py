@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.jsonfile import replace_json
+from lambdalake.quality.docs import record_with_pages
 from lambdalake.quality.gate import SAMPLE_SIZE, run_suite_locally
-from lambdalake.quality.history import record
 from lambdalake.quality.suites.realtime import realtime_parameters, realtime_suite
 from lambdalake.quality.verdict import GateResult, did_not_run
 from lambdalake.settings import Settings
@@ -111,7 +111,7 @@ def run_realtime_gates(
     for view in views:
         result = validate_realtime(settings, view, now=now)
         if result is not None:
-            record(result, settings, **context)
+            record_with_pages([result], settings, **context)
             results.append(result)
     return results
 

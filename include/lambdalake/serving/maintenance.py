@@ -294,7 +294,7 @@ def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
              now: datetime | None = None) -> MaintenanceReport:
     """Reconcile, record (with the DAG run's id), collapse and retire one view's real-time
     rows (``now``: the clock freshness is judged by)."""
-    from lambdalake.quality.history import record
+    from lambdalake.quality.docs import record_with_pages
 
     began = time.monotonic()
     now = now or datetime.now(UTC)
@@ -313,7 +313,7 @@ def maintain(settings: Settings, view: ViewDefinition, run_id: str | None = None
     end = windows[-1] + timedelta(seconds=view.grain_seconds) if windows else start
     gate = gate_result(view, compared, drifts, speed.late_rows_dropped, start, end, began,
                        stale_layers(settings, view, snapshot.high_water_mark, speed, now))
-    record(gate, settings, run_id=run_id, windows_compared=len(windows))
+    record_with_pages([gate], settings, run_id=run_id, windows_compared=len(windows))
     if not gate.success:  # keep the evidence: nothing is rewritten until the layers agree
         return MaintenanceReport(view.name, gate, len(windows), 0, 0)
     table = RealtimeTable(settings, view)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sys
 import threading
 import time
@@ -38,6 +39,8 @@ from lambdalake.views.definition import Join
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
+
+log = logging.getLogger(__name__)
 
 
 def entry_hash(key: str, values: tuple[str, ...]) -> int:
@@ -116,8 +119,8 @@ class CurrentReference:
         if self._applied_to_the_end(timeout):
             return True
         self.stale_joins += 1
-        print(f"reference state: not caught up within {timeout:.0f}s; joining with the "
-              "changes applied so far", file=sys.stderr, flush=True)
+        log.warning("reference state: not caught up within %.0fs; joining with the changes "
+                    "applied so far", timeout)
         return False
 
     def _applied_to_the_end(self, timeout: float) -> bool:
@@ -155,8 +158,7 @@ class CurrentReference:
                         for p in self._partitions}
             except KafkaException as error:
                 if left <= 1.0:
-                    print(f"reference state: the topics' ends are unknown: {error}",
-                          file=sys.stderr, flush=True)
+                    log.warning("reference state: the topics' ends are unknown: %s", error)
                     return None
                 time.sleep(1.0)
 

@@ -23,6 +23,7 @@ reported in the status; the batch layer includes those events. Rows reach Delta 
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,8 @@ from lambdalake.views.enrichment import as_of_now
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
 
 
 def query_name(view: ViewDefinition) -> str:
@@ -169,8 +172,8 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
         queries = [start() for start in starters.values()]
         described = "; ".join(f"{name}: {', '.join(v.name for v in group)}"
                               for name, group in chosen.items())
-        print(f"{shard.describe()}: {len(queries)} queries started ({described}), reference "
-              f"state {reference.status()}, pid {os.getpid()}", flush=True)
+        log.info("%s: %d queries started (%s), reference state %s, pid %d", shard.describe(),
+                 len(queries), described, reference.status(), os.getpid())
         run_until_stopped(
             settings, shard.app, queries,
             lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference,

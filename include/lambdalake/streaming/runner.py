@@ -9,7 +9,9 @@ platform is idempotent per batch, so the replay after restart is harmless).
 
 from __future__ import annotations
 
+import logging
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
@@ -24,6 +26,19 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 GRACEFUL_STOP_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
+
+
+def log_to_stdout() -> None:
+    """Send the platform's INFO records to standard output, a line each: a streaming
+    application's output is its log file (``lambdalake.stack.process.ManagedProcess``),
+    where its starts, restarts and stops belong beside Spark's own lines."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    platform = logging.getLogger("lambdalake")
+    platform.addHandler(handler)
+    platform.setLevel(logging.INFO)
 
 
 class PlanOutdated(RuntimeError):
@@ -102,7 +117,7 @@ def run_until_stopped(
                     continue
                 reason = outdated(str(query.exception()))
                 if reason is not None:
-                    print(f"{app}: {query.name} starts again, planned anew: {reason}", flush=True)
+                    log.info("%s: %s starts again, planned anew: %s", app, query.name, reason)
                     queries[at] = start()
             if any(not q.isActive and q.exception() is not None for q in queries):
                 break
@@ -127,8 +142,8 @@ def _stop_queries(app: str, queries: Sequence[StreamingQuery], force: bool) -> N
         if not query.isActive:
             continue
         if not query.status["isTriggerActive"]:
-            print(f"{app}: stop requested; {query.name} finished its micro-batch", flush=True)
+            log.info("%s: stop requested; %s finished its micro-batch", app, query.name)
             query.stop()
         elif force:
-            print(f"{app}: stop requested; interrupting {query.name}'s micro-batch", flush=True)
+            log.info("%s: stop requested; interrupting %s's micro-batch", app, query.name)
             query.stop()

@@ -73,7 +73,7 @@ def test_a_replayed_batch_is_written_once_and_late_events_are_read(
     assert sorted(r.event_id for r in bronze.collect()) == ["a", "b"]
     assert [r.quarantine_reason for r in quarantine.collect()] == ["invalid_json"]
 
-    # bronze was created by a bare append, as an older release did; quarantine by ingest
+    # bronze was created by a bare append, before its declared properties; quarantine by ingest
     bronze_stats = TABLE_PROPERTIES[BRONZE_TABLE][STATS_COLUMNS]
     assert STATS_COLUMNS not in table_properties(lake.table_path(BRONZE_TABLE))
     assert (table_properties(lake.table_path(QUARANTINE_TABLE))[STATS_COLUMNS]

@@ -267,13 +267,12 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
     from playwright.sync_api import Route, sync_playwright
     from pyspark.sql import functions as F
 
-    from lambdalake.quality.docs import docs_dir, vendor_assets
-    from lambdalake.quality.history import record
+    from lambdalake.quality.docs import docs_dir, record_with_pages, vendor_assets
 
     vendor_assets(lake)
     view = load_views()["product_sales"]
     bad = view_rows(spark, lake, view).withColumn("revenue", F.col("revenue") - 100_000)
-    record(validate_view_frame(bad, view, START, END), lake, run_id="docs-test")
+    record_with_pages([validate_view_frame(bad, view, START, END)], lake, run_id="docs-test")
     page = docs_dir(lake) / read_results(lake)[-1]["docs"]
     refused: list[str] = []
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from lambdalake.lake import ledger
 from lambdalake.lake.ledger import BatchInDoubt, BatchLedger, batch_of, last_committed, marker
@@ -14,12 +14,10 @@ from lambdalake.lake.ledger import BatchInDoubt, BatchLedger, batch_of, last_com
 ROW = pa.table({"n": [1]})
 
 
-def commit(path: Path, user_metadata: str | None = None,
-           transaction: Transaction | None = None) -> None:
+def commit(path: Path, user_metadata: str | None = None) -> None:
     """One append, as another writer or as a query's batch (``marker``)."""
     write_deltalake(str(path), ROW, mode="append", commit_properties=CommitProperties(
-        custom_metadata={"userMetadata": user_metadata} if user_metadata else None,
-        app_transactions=[transaction] if transaction else None))
+        custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
 
 
 def test_a_commit_names_its_batch_for_its_app_only() -> None:
@@ -44,15 +42,6 @@ def test_the_last_batch_is_found_behind_other_writers(
     assert last_committed(str(table), "ingest-1") == (2, True)
     assert BatchLedger("ingest-1").committed(str(table), 3) == 2
     assert last_committed(str(table), "ingest-9") == (-1, True)
-
-
-def test_a_table_written_with_delta_app_transactions_is_read_by_them(tmp_path: Path) -> None:
-    table = tmp_path / "bronze"
-    for batch in range(4):
-        commit(table, transaction=Transaction("ingest-1", batch))
-    assert last_committed(str(table), "ingest-1") == (3, True)
-    commit(table, marker("ingest-1", 4))
-    assert last_committed(str(table), "ingest-1") == (4, True)
 
 
 def test_a_batch_whose_commit_left_the_log_is_in_doubt(tmp_path: Path) -> None:

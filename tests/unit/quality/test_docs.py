@@ -13,7 +13,7 @@ import pytest
 from fastapi import Header
 from fastapi.testclient import TestClient
 
-from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html
+from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html, record_with_pages
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.quality.verdict import GateResult
@@ -100,7 +100,7 @@ def test_each_recorded_gate_gets_its_page_served_behind_the_login(
     settings = Settings(state_dir=tmp_path / "state", web_assets_dir=assets)
     result = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False, [], [],
                         2, 3, validation=validation)
-    record(result, settings, run_id="manual__1")
+    record_with_pages([result], settings, run_id="manual__1")
     entry = read_results(settings)[-1]
     page = docs_dir(settings) / entry["docs"]
     assert page.is_file()
@@ -126,3 +126,19 @@ def test_each_recorded_gate_gets_its_page_served_behind_the_login(
     assert client.get("/docs/runs/escape.html").status_code == 404  # nothing outside the dirs
     assert client.get("/docs/runs/missing.html").status_code == 404
     assert TestClient(app).get(f"/docs/{entry['docs']}").status_code == 401
+
+
+def test_the_history_records_without_pages_and_a_page_that_fails_loses_no_verdict(
+    tmp_path: Path, validation: Any
+) -> None:
+    settings = Settings(state_dir=tmp_path)
+    result = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False, [], [],
+                        2, 3, validation=validation)
+    record(result, settings, run_id="history-only")
+    unreadable = GateResult("batch", "funnel", HOUR, HOUR.replace(hour=11), True, [], [], 2, 3,
+                            validation=object())
+    record_with_pages([unreadable], settings, run_id="broken-page")
+    history_only, broken = read_results(settings)
+    assert "docs" not in history_only and not (docs_dir(settings) / "runs").exists()
+    assert (broken["subject"], broken["success"], broken.get("docs")) == ("funnel", True, None)
+    assert broken["docs_error"].startswith("AttributeError: ")

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.quality.docs import record_with_pages
 from lambdalake.quality.gate import interpret, raised_exception
-from lambdalake.quality.history import read_results, record, record_all, results_path
+from lambdalake.quality.history import read_results, record, results_path
 from lambdalake.quality.suites.bronze import bronze_suite
 from lambdalake.quality.suites.common import (
     INTERVAL_END,
@@ -265,7 +266,7 @@ def test_a_step_s_results_are_recorded_in_one_commit(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path)
     record(gate_result(True), settings)
     before = DeltaTable(results_path(settings)).version()
-    record_all([gate_result(False), gate_result(True)], settings, run_id="r-3")
+    record_with_pages([gate_result(False), gate_result(True)], settings, run_id="r-3")
     assert DeltaTable(results_path(settings)).version() == before + 1
     assert [(r["success"], r.get("run_id")) for r in read_results(settings)] == [
         (True, None), (False, "r-3"), (True, "r-3")]

@@ -75,7 +75,7 @@ def test_the_lag_of_a_query_counts_once_however_many_views_it_maintains(
 def test_a_query_that_failed_is_reported_with_its_cause(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.operations.status import print_layer_freshness
+    from lambdalake.operations.status import layer_freshness
 
     now = float(int(time.time()))
     document = status(lag=0, batch_age=1, now=now)
@@ -85,8 +85,7 @@ def test_a_query_that_failed_is_reported_with_its_cause(
     write_status(settings, APP, document)
     assert "queries stopped: page_traffic (speed_late_600s: java.io.IOException: No space " \
            "left)" in check_health(settings, now).problems
-    print_layer_freshness(settings)
-    assert "FAILED speed_late_600s: java.io.IOException: No space left" in capsys.readouterr().out
+    assert "FAILED speed_late_600s: java.io.IOException: No space left" in layer_freshness(settings)
 
 
 def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> None:
@@ -103,7 +102,7 @@ def test_the_supervisor_alerts_when_lag_keeps_growing(settings: Settings) -> Non
 def test_alerts_of_the_last_hour_are_what_status_shows(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lambdalake.operations.status import print_layer_freshness
+    from lambdalake.operations.status import layer_freshness
     from lambdalake.speed.supervisor import alerts_path, recent_alerts, record_alert
 
     record_alert(settings, "real-time quality gate failed", ["gate realtime funnel: FAILED"])
@@ -112,8 +111,7 @@ def test_alerts_of_the_last_hour_are_what_status_shows(
         alerts.write(json.dumps(old) + "\n")
     [recent] = recent_alerts(settings, within_seconds=3600)
     assert recent["what"] == "real-time quality gate failed"
-    print_layer_freshness(settings)
-    shown = capsys.readouterr().out
+    shown = "\n".join(layer_freshness(settings))
     assert "real-time quality gate failed\n  gate realtime funnel: FAILED" in shown
     assert "UNHEALTHY" not in shown
 
