@@ -5,8 +5,9 @@ Three figures, each beside its JSON baseline measured in the same run:
 - classification alone: the same valid events as JSON and as Avro classified by one warm
   SparkSession (the decode-and-check step both streams share), best of three;
 - ingest draining a backlog of the same traffic (same profile and seed), as ``ingest``'s
-  throughput benchmark does;
-- the speed layer draining it, as ``speed``'s throughput benchmark does.
+  throughput benchmark does (``bench.harness.ingest_runs.drain``);
+- the speed layer draining it, as ``speed``'s throughput benchmark does
+  (``bench.harness.speed_runs.throughput``).
 The registry's resident memory is read after all of it.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from bench.benchmarks import ingest, speed
+from bench.harness import ingest_runs, speed_runs
 from bench.harness.common import Result, backlog, fresh_run, in_own_process
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
@@ -73,7 +74,7 @@ def run(settings: Settings, profile: str) -> list[Result]:
         baseline_name="the same events as JSON, same SparkSession (best of three, warm)",
         goal="report (Avro is expected to decode faster)",
         details={"records": 200_000 if full else 50_000})]
-    drains = {fmt: ingest.drain(settings, f"avro-ingest-{fmt}", backlog(
+    drains = {fmt: ingest_runs.drain(settings, f"avro-ingest-{fmt}", backlog(
         records, malformed_fraction=0.01, duplicate_fraction=0.02, seed=606), fmt)
         for fmt in ("json", "avro")}
     results.append(Result(
@@ -83,8 +84,8 @@ def run(settings: Settings, profile: str) -> list[Result]:
         goal="report", details={fmt: {"records": d.rows, "batches": d.batches,
                                       "busy_seconds": d.busy_seconds}
                                 for fmt, d in drains.items()}))
-    json_speed = speed.throughput(settings, records, "json")
-    avro_speed = speed.throughput(settings, records, "avro")
+    json_speed = speed_runs.throughput(settings, records, "json")
+    avro_speed = speed_runs.throughput(settings, records, "avro")
     results.append(Result(
         name="speed throughput with Avro events", unit="records/s", value=avro_speed.value,
         baseline=json_speed.value, baseline_name="the same speed layer over the same traffic "

@@ -1,12 +1,13 @@
 """Ingest benchmark: sustained Kafka -> bronze throughput and produce -> bronze freshness.
 
 Throughput: a backlog of N records is put on a fresh topic; the ingest job drains it and its
-per-batch history gives rows / batch time. Two baselines, in the same run: a bare
-confluent-kafka consumer draining the same topic (no parsing, no writes), and what a user
-would write first: a bare Structured Streaming query, in a Spark driver of its own with
-the platform's settings, appending the same topic's raw records to a Delta table with the
-same trigger and batch size (no classification, no quarantine, no idempotent commits);
-both Spark figures count the sustained batches (the first warms up the JVM).
+per-batch history gives rows / batch time (``bench.harness.ingest_runs.drain``). Two
+baselines, in the same run: a bare confluent-kafka consumer draining the same topic (no
+parsing, no writes; ``bare_consumer_drain``), and what a user would write first: a bare
+Structured Streaming query, in a Spark driver of its own with the platform's settings,
+appending the same topic's raw records to a Delta table with the same trigger and batch size
+(no classification, no quarantine, no idempotent commits); both Spark figures count the
+sustained batches (the first warms up the JVM).
 
 Gate cost: after the throughput run, the gates the batch DAG runs on bronze (its events
 and its quarantine, ``gate_bronze``) validate everything ingest wrote, in one SparkSession
@@ -19,26 +20,21 @@ records (every kind the generator makes), same size and seed; valid events per s
 compared, and every malformed record must be in quarantine under its kind's reason.
 
 Freshness: records are produced at a fixed rate while ingest runs; for every record,
-freshness = commit time of the Delta version that made it visible - its Kafka timestamp
-(the producer's create time). Delta's history says which files each version added, so
-this is exact per record, measured after the run (nothing is added to the hot path). A
-warm-up at the same rate comes first and is not measured: the first micro-batches with
-data compile the classification stage (about 20 s here), which a running ingest paid long
-before.
+freshness = commit time of the Delta version that made it visible - its Kafka timestamp (the
+producer's create time). Delta's history says which files each version added
+(``bench.harness.ingest_runs.visibility_delays``), so this is exact per record, measured
+after the run (nothing is added to the hot path). A warm-up at the same rate comes first and
+is not measured: the first micro-batches with data compile the classification stage (about
+20 s here), which a running ingest paid long before.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from confluent_kafka import Consumer
 from deltalake import DeltaTable
 
 from bench.harness.common import (
@@ -54,46 +50,20 @@ from bench.harness.common import (
     in_own_process,
     summary,
 )
+from bench.harness.ingest_runs import bare_consumer_drain, drain, run_ingest, visibility_delays
 from lambdalake.generator.traffic import (
     MALFORMED_KINDS,
-    Manifest,
     TrafficGenerator,
     TrafficProfile,
     produce_traffic,
 )
-from lambdalake.ingest.service import IngestService, start_ingest_process, wait_caught_up
-from lambdalake.ingest.status import history_path
+from lambdalake.ingest.service import IngestService, wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
-from lambdalake.operations.traffic import traffic_generator
 from lambdalake.settings import Settings
 
 WARM_UP_SECONDS = 30
 """Traffic at the measured rate before a freshness run (as the speed benchmark's)."""
-
-
-def _run_ingest(settings: Settings, **ingest: str | int) -> None:
-    start_ingest_process(settings.model_copy(update={
-        "ingest": settings.ingest.model_copy(update=ingest)
-    }))
-
-
-def bare_consumer_drain(settings: Settings, expected: int) -> float:
-    """Records per second a bare confluent-kafka consumer drains the topic at."""
-    consumer = Consumer({**settings.kafka.client_config(), "group.id": f"bare-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "fetch.max.bytes": 64 * 1024 * 1024})
-    consumer.subscribe([settings.kafka.events_topic.name])
-    seen = 0
-    started = None
-    while seen < expected:
-        batch = consumer.consume(10_000, timeout=5)
-        if batch and started is None:
-            started = time.perf_counter()
-        seen += len(batch)
-    elapsed = time.perf_counter() - (started or time.perf_counter())
-    consumer.close()
-    return seen / elapsed
 
 
 def bare_streaming_drain(settings: Settings, expected: int, max_offsets: int) -> float:
@@ -121,46 +91,6 @@ def bare_streaming_drain(settings: Settings, expected: int, max_offsets: int) ->
     query.stop()
     sustained = [batches[batch] for batch in sorted(batches)[1:]]
     return sum(rows for rows, _ in sustained) / sum(seconds for _, seconds in sustained)
-
-
-@dataclass(frozen=True)
-class Drain:
-    """One ingest run over a backlog: what was produced and the sustained batches' work."""
-
-    run: Settings
-    manifest: Manifest
-    rows: int  # records in the sustained batches (the first one warms up the JVM)
-    busy_seconds: float
-    batches: int
-    first_batch: dict[str, Any]
-    wall_seconds: float
-
-    @property
-    def rate(self) -> float:
-        return self.rows / self.busy_seconds
-
-    @property
-    def valid_rate(self) -> float:
-        """Valid events per second: records/s times the traffic's valid share."""
-        return self.rate * (1 - self.manifest.malformed / self.manifest.produced)
-
-
-def drain(settings: Settings, name: str, profile: TrafficProfile,
-          events_format: Literal["json", "avro"] = "json") -> Drain:
-    """Produce ``profile`` as a backlog on a fresh topic (as ``events_format``), then time
-    ingest draining it."""
-    run = fresh_run(settings, name, events_format)
-    manifest = produce_traffic(traffic_generator(run, profile),
-                               EventProducer(run.kafka, run.kafka.events_topic.name))
-    with Stopwatch() as wall:
-        _run_ingest(run, max_offsets_per_trigger=profile.count // 6, trigger_interval="0 seconds")
-        wait_caught_up(run, timeout=drain_timeout(manifest.produced))
-    IngestService(run).stop()  # as the stack stops it: the running micro-batch finishes
-    batches = [json.loads(line) for line in history_path(run).read_text().splitlines()]
-    warm_up, sustained = batches[0], batches[1:]
-    return Drain(run, manifest, rows=sum(b["input_rows"] for b in sustained),
-                 busy_seconds=sum(b["duration_ms"] for b in sustained) / 1000,
-                 batches=len(sustained), first_batch=warm_up, wall_seconds=wall.seconds)
 
 
 def throughput(settings: Settings, records: int) -> list[Result]:
@@ -259,7 +189,7 @@ def written_hours(settings: Settings) -> tuple[datetime, datetime]:
 
 def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
     run = fresh_run(settings, f"freshness{rate}")
-    _run_ingest(run, trigger_interval="0 seconds")
+    run_ingest(run, trigger_interval="0 seconds")
     wait_caught_up(run, timeout=300)  # the query is up before the clock starts
     producer = EventProducer(run.kafka, run.kafka.events_topic.name, **{"linger.ms": 5})
 
@@ -287,28 +217,6 @@ def freshness(settings: Settings, rate: int, seconds: int) -> list[Result]:
         consumption("ingest", rate, offered, manifest.produced,
                     producing.seconds + draining.seconds),
     ]
-
-
-def visibility_delays(settings: Settings, after_version: int) -> list[float]:
-    """Per record that a version after ``after_version`` added: that version's commit time -
-    the record's Kafka timestamp."""
-    path = settings.table_path(BRONZE_TABLE)
-    table = DeltaTable(path)
-    commit_time = {h["version"]: h["timestamp"] / 1000 for h in table.history()}
-    delays: list[float] = []
-    table.load_as_version(after_version)
-    previous: set[str] = set(table.file_uris())
-    for version in sorted(v for v in commit_time if v > after_version):
-        table.load_as_version(version)
-        files = set(table.file_uris())
-        for added in files - previous:
-            column = pq.read_table(added, columns=["kafka_timestamp"]).column(0)
-            for stamp in column.to_pylist():
-                created = (stamp.replace(tzinfo=UTC).timestamp() if isinstance(stamp, datetime)
-                           else stamp)
-                delays.append(commit_time[version] - created)
-        previous = files
-    return delays
 
 
 def run(settings: Settings, profile: str) -> list[Result]:

@@ -1,9 +1,9 @@
 """Restatement benchmark: what restating one published hour costs, against a scheduled run
 of the same hour, in the same warm SparkSession.
 
-A day of bronze generated as the batch benchmark does (``bench.benchmarks.batch.ensure_bronze``,
-copied to a fresh lake so the cached bronze stays as generated) is computed and published
-hour by hour. Then, per round:
+A day of bronze generated as the batch benchmark does
+(``bench.harness.synthetic_bronze.ensure_bronze``, copied to a fresh lake so the cached
+bronze stays as generated) is computed and published hour by hour. Then, per round:
 
 * baseline, a scheduled run: ``recompute_views`` of one hour (all views) and its publication;
 * a restatement: late events for that hour reach bronze (copies of the hour's events with
@@ -24,14 +24,14 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from bench.benchmarks.batch import (
+from bench.harness.common import Result, Stopwatch
+from bench.harness.synthetic_bronze import (
     START,
     cache_dir,
     ensure_bronze,
     lake_settings,
     shuffle_partitions,
 )
-from bench.harness.common import Result, Stopwatch
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.batch.publication import Publication, publish, read_publications
 from lambdalake.batch.recompute import recompute_views

@@ -1,6 +1,6 @@
 """Speed shards: one speed-layer process against two shards, at the same offered rates, in
-the same run (``bench.benchmarks.speed.freshness`` for each: freshness per view, consumption against
-the offered rate and whether the lag grew, and every process's cores and memory, so the
+the same run (``bench.harness.speed_runs.freshness`` for each: freshness per view, consumption
+against the offered rate and whether the lag grew, and every process's cores and memory, so the
 memory per shard at each rate), then the sustained rate of each. Ingest runs beside the
 speed layer, as in the speed benchmark.
 
@@ -11,8 +11,8 @@ Spark job per micro-batch each), which the capacity model in the README scales b
 
 from __future__ import annotations
 
-from bench.benchmarks.speed import freshness, sustained_rate
 from bench.harness.common import Result
+from bench.harness.speed_runs import freshness, sustained_rate
 from lambdalake.settings import Settings
 
 SHARD_COUNTS = (1, 2)

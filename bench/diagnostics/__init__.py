@@ -1,2 +1,3 @@
 """Diagnostics: profiles run by hand (``python -m bench.diagnostics.<name>``) to see where a
-benchmark's time goes; ``make bench`` does not run them."""
+benchmark's time goes; ``make bench`` does not run them. They import ``bench.harness``, not
+the benchmarks."""

@@ -26,8 +26,9 @@ from datetime import datetime
 
 import psutil
 
-from bench.benchmarks.dag_runs import (
+from bench.harness.airflow_runs import (
     DAG_ID,
+    TASKS,
     backfill,
     exported,
     first_hour,
@@ -40,7 +41,6 @@ from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient, admin_client
 from lambdalake.settings import Settings
 
-TASKS = ("plan", "wait_for_bronze", "gate_bronze", "compute", "gate_views", "publish")
 ROLES = (("SparkConnectServer", "spark-connect server"), ("kafka.Kafka", "kafka"),
          ("postgres", "postgres"), ("airflow scheduler", "airflow scheduler"),
          ("api_server", "airflow api-server"), ("dag-processor", "airflow dag-processor"),

@@ -49,7 +49,7 @@ Measured 2026-11-28 on two cores, each collector's runs interleaved with the oth
   pairs: four sustained 200,000-record batches (2-5 of each run; 0 and 1 warm the JVM up)
   took 25.5-28.9 s with G1 and 20.1-23.5 s with the parallel collector, 18-25 % less in
   every pair (2 GiB heap either way; 4 GiB did not help);
-- the speed layer beside ingest, ``bench.benchmarks.speed.freshness`` at 5,000 events/s for 30 s,
+- the speed layer beside ingest, ``bench.harness.speed_runs.freshness`` at 5,000 events/s for 30 s,
   four pairs: the funnel view's p99 from produced to readable in Delta lower in every
   pair (G1 2.57-3.62 s, parallel 2.23-2.97 s) on 4-11 % less CPU; the speed JVM's peak
   resident memory 1.6-2.6 GiB with G1, 1.7-3.0 GiB with the parallel collector.

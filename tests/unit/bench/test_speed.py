@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from bench.benchmarks.speed import (
+from bench.harness.common import Result, consumption
+from bench.harness.speed_runs import (
     _batch_ends,
     _bronze_freshness,
     lag_after_batches,
@@ -20,7 +21,6 @@ from bench.benchmarks.speed import (
     lag_growth,
     sustained_rate,
 )
-from bench.harness.common import Result, consumption
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
 
