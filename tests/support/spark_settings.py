@@ -3,13 +3,13 @@ can be checked without a JVM or ``make setup``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from lambdalake.settings import Settings
 
 
-def settings_with_jars(tmp_path: Path, **overrides: object) -> Settings:
-    jars = tmp_path / "jars" / "spark-connectors"
+def with_spark_jars(settings: Settings) -> Settings:
+    """``settings``, with the Delta jar ``spark_conf`` looks for placed in its (empty) jar
+    directory; the settings themselves come from the unit tier's ``make_settings``."""
+    jars = settings.spark_jars_dir
     jars.mkdir(parents=True, exist_ok=True)
     (jars / "delta-spark_4.2_2.13-4.4.0.jar").touch()
-    return Settings(state_dir=tmp_path, **overrides)
+    return settings

@@ -2,7 +2,6 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,11 +14,12 @@ from lambdalake.spark import (
     spark_conf,
     wait_for_server,
 )
-from tests.support.spark_settings import settings_with_jars
+from tests.support.settings_factory import MakeSettings
+from tests.support.spark_settings import with_spark_jars
 
 
-def test_delta_is_wired_and_time_is_utc(tmp_path: Path) -> None:
-    conf = spark_conf("batch", settings_with_jars(tmp_path))
+def test_delta_is_wired_and_time_is_utc(settings: Settings) -> None:
+    conf = spark_conf("batch", with_spark_jars(settings))
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     assert conf["spark.sql.session.timeZone"] == "UTC"
@@ -27,12 +27,11 @@ def test_delta_is_wired_and_time_is_utc(tmp_path: Path) -> None:
     assert conf["spark.app.name"] == "lambdalake-batch"
 
 
-def test_master_and_tuning_come_from_settings(tmp_path: Path) -> None:
-    settings = settings_with_jars(
-        tmp_path,
+def test_master_and_tuning_come_from_settings(make_settings: MakeSettings) -> None:
+    settings = with_spark_jars(make_settings(
         spark={"master": "spark://127.0.0.1:7077", "shuffle_partitions": 8,
                "extra_conf": {"spark.executor.memory": "1g"}},
-    )
+    ))
     conf = spark_conf("speed", settings, {"spark.sql.shuffle.partitions": "3"})
     assert conf["spark.master"] == "spark://127.0.0.1:7077"
     assert conf["spark.databricks.delta.snapshotPartitions"] == "8"
@@ -42,11 +41,11 @@ def test_master_and_tuning_come_from_settings(tmp_path: Path) -> None:
 
 
 def test_a_jobs_own_property_wins_over_extra_conf_and_the_conflict_is_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    make_settings: MakeSettings, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """As on a Connect session, where a task sets its own SQL settings over the server's."""
-    settings = settings_with_jars(tmp_path, spark={"extra_conf": {
-        "spark.sql.adaptive.enabled": "true", "spark.executor.memory": "1g"}})
+    settings = with_spark_jars(make_settings(spark={"extra_conf": {
+        "spark.sql.adaptive.enabled": "true", "spark.executor.memory": "1g"}}))
     with caplog.at_level("WARNING", logger="lambdalake.spark"):
         conf = spark_conf("gates", settings, {"spark.sql.adaptive.enabled": "false",
                                               "spark.executor.memory": "1g"})
@@ -57,53 +56,56 @@ def test_a_jobs_own_property_wins_over_extra_conf_and_the_conflict_is_logged(
 
 
 def test_huge_generated_methods_are_jit_compiled_whatever_java_options_are_added(
-    tmp_path: Path,
+    make_settings: MakeSettings,
 ) -> None:
     """The classification stage's generated method is larger than HotSpot's limit for JIT
     compilation; without the flag it runs interpreted, in the driver and executors alike.
     A user's own extraJavaOptions come after it instead of replacing it."""
-    settings = settings_with_jars(
-        tmp_path, spark={"extra_conf": {"spark.driver.extraJavaOptions": "-Xss4m"}})
+    settings = with_spark_jars(make_settings(
+        spark={"extra_conf": {"spark.driver.extraJavaOptions": "-Xss4m"}}))
     conf = spark_conf("speed", settings)
     assert conf["spark.driver.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
     assert conf["spark.executor.defaultJavaOptions"] == "-XX:-DontCompileHugeMethods"
     assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"
 
 
-def test_a_task_session_sets_only_sql_settings_on_its_connect_session(tmp_path: Path) -> None:
+def test_a_task_session_sets_only_sql_settings_on_its_connect_session(
+    make_settings: MakeSettings,
+) -> None:
     """The server has the static properties; a task's session gets UTC, the shuffle
     partitions and the job's own SQL settings, which win."""
-    settings = Settings(state_dir=tmp_path, spark={"shuffle_partitions": 3})
+    settings = make_settings(spark={"shuffle_partitions": 3})
     conf = session_conf(settings, {"spark.sql.adaptive.enabled": "false",
                                    "spark.sql.shuffle.partitions": "1"})
     assert conf == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
                     "spark.sql.adaptive.enabled": "false"}
 
 
-def test_a_jobs_hadoop_settings_reach_a_driver_through_spark_hadoop(tmp_path: Path) -> None:
+def test_a_jobs_hadoop_settings_reach_a_driver_through_spark_hadoop(
+    make_settings: MakeSettings,
+) -> None:
     """A job names its settings as a session sets them. Parquet's writer settings are
     Hadoop properties: a session copies its settings into the Hadoop configuration of its
     writes, by their own names; a driver takes them at its start as ``spark.hadoop.<key>``
     and ignores a name that is not Spark's."""
     own = {"parquet.enable.dictionary#raw_value": "false",
            "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
-    conf = spark_conf("compact-bronze", settings_with_jars(tmp_path), own)
+    conf = spark_conf("compact-bronze", with_spark_jars(make_settings()), own)
     assert conf["spark.hadoop.parquet.enable.dictionary#raw_value"] == "false"
     assert conf["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"
     assert "parquet.enable.dictionary#raw_value" not in conf
-    assert session_conf(Settings(state_dir=tmp_path), own).items() >= own.items()
+    assert session_conf(make_settings(), own).items() >= own.items()
 
 
 def test_a_task_session_over_the_stacks_own_server_logs_the_extra_conf_it_overrides(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    make_settings: MakeSettings, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The stack's server started with extra_conf; an external server never saw it."""
     extra_conf = {"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.enabled": "true"}
     gates = {"spark.sql.adaptive.enabled": "false"}
     with caplog.at_level("WARNING", logger="lambdalake.spark"):
-        conf = session_conf(Settings(state_dir=tmp_path, spark={"extra_conf": extra_conf}),
-                            gates)
-        session_conf(Settings(state_dir=tmp_path, spark={
+        conf = session_conf(make_settings(spark={"extra_conf": extra_conf}), gates)
+        session_conf(make_settings(spark={
             "extra_conf": extra_conf, "connect_url": "sc://spark.example:443"}), gates)
     assert conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.sql.adaptive.enabled"] == "false"
@@ -113,16 +115,14 @@ def test_a_task_session_over_the_stacks_own_server_logs_the_extra_conf_it_overri
 
 
 def test_the_stack_runs_its_own_connect_server_unless_one_is_given_or_tasks_use_drivers(
-    tmp_path: Path,
+    make_settings: MakeSettings,
 ) -> None:
-    own = Settings(state_dir=tmp_path, spark={"connect_port": 21150}).spark
+    own = make_settings(spark={"connect_port": 21150}).spark
     assert own.runs_connect_server and own.connect_remote == "sc://127.0.0.1:21150"
-    external = Settings(state_dir=tmp_path,
-                        spark={"connect_url": "sc://spark.example:443/;use_ssl=true"}).spark
+    external = make_settings(spark={"connect_url": "sc://spark.example:443/;use_ssl=true"}).spark
     assert not external.runs_connect_server
     assert external.connect_remote == "sc://spark.example:443/;use_ssl=true"
-    assert not Settings(state_dir=tmp_path, spark={"batch_tasks": "driver"}).spark \
-        .runs_connect_server
+    assert not make_settings(spark={"batch_tasks": "driver"}).spark.runs_connect_server
 
 
 def test_a_task_fails_clearly_when_no_connect_server_answers_in_time() -> None:

@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lambdalake.settings import Settings
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.serving_tables import MIDNIGHT
+from tests.support.settings_factory import MakeSettings
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": MIDNIGHT.date()})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": MIDNIGHT.date()})
 
 
 @pytest.fixture

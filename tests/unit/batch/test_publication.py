@@ -6,21 +6,21 @@ import itertools
 import random
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from lambdalake.batch.publication import HighWaterMarks, Publication, high_water_marks, publish
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path, current_version, switch_version
+from tests.support.settings_factory import MakeSettings
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": DAY})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": DAY})
 
 
 def hours(*offsets: int) -> list[Publication]:

@@ -125,9 +125,8 @@ def test_the_sustained_rate_is_the_highest_rate_kept_up_with_as_every_lower_one(
 
 
 def test_bronze_freshness_takes_the_records_committed_after_the_warm_up_and_all_of_them(
-    tmp_path: Path,
+    settings: Settings,
 ) -> None:
-    settings = Settings(state_dir=tmp_path)
     path = settings.table_path(BRONZE_TABLE)
     now = datetime.now(UTC)
 

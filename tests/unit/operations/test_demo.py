@@ -4,20 +4,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from lambdalake.generator.traffic import TrafficGenerator
 from lambdalake.operations.demo import example_queries, plan_demo
 from lambdalake.settings import Settings
 from lambdalake.views.definition import load_views
+from tests.support.settings_factory import MakeSettings
 
 NOW = datetime(2026, 11, 22, 12, 25, 7, tzinfo=UTC)
 
 
 def test_traffic_covers_the_past_hours_and_stays_within_the_lateness_allowance(
-    tmp_path: Path
+    settings: Settings
 ) -> None:
-    plan = plan_demo(Settings(state_dir=tmp_path), 5_000, 7, NOW)
+    plan = plan_demo(settings, 5_000, 7, NOW)
     events = [r.event for r in TrafficGenerator(plan.profile).records() if r.kind == "valid"]
     times = sorted(datetime.fromisoformat(e["occurred_at"]) for e in events)
     allowance = timedelta(seconds=min(v.lateness_seconds for v in load_views().values()))
@@ -31,19 +31,18 @@ def test_traffic_covers_the_past_hours_and_stays_within_the_lateness_allowance(
     assert max(lateness) < allowance  # nothing the speed layer would drop as too late
 
 
-def test_reference_data_comes_with_the_first_run_only(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+def test_reference_data_comes_with_the_first_run_only(settings: Settings) -> None:
     assert plan_demo(settings, 5_000, 7, NOW).profile.reference_change_every > 0
     assert plan_demo(settings, 5_000, 7, NOW, with_reference=False
                      ).profile.reference_change_every == 0
 
 
 def test_batch_covers_the_first_day_to_the_last_hour_whose_lateness_has_passed(
-    tmp_path: Path
+    make_settings: MakeSettings
 ) -> None:
     """Every hour a scheduled run may already have published (so a re-run's traffic reaches
     it), and none whose completeness wait would still hold the run."""
-    settings = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"})
+    settings = make_settings(batch={"start_date": "2026-11-20"})
     plan = plan_demo(settings, 1_000, 7, NOW)
     assert plan.batch_start == datetime(2026, 11, 20, tzinfo=UTC)
     assert plan.batch_end == datetime(2026, 11, 22, 12, tzinfo=UTC)

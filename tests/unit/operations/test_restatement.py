@@ -4,7 +4,6 @@ and the warning when late rows wait too long (Airflow's API answered in memory).
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -21,6 +20,7 @@ from lambdalake.settings import Settings
 from lambdalake.timeutil import parse_utc
 from lambdalake.views.definition import load_views
 from tests.support.late_rows import arrive, hour, publish_from
+from tests.support.settings_factory import MakeSettings
 
 
 class Airflow:
@@ -51,9 +51,8 @@ class Airflow:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20),
-                                               "restate_max_intervals": 2})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": date(2026, 11, 20), "restate_max_intervals": 2})
 
 
 def late_rows_in_three_hours(lake: Settings) -> None:

@@ -1,4 +1,3 @@
-from pathlib import Path
 
 import pytest
 from airflow.sdk import Connection
@@ -12,8 +11,9 @@ from lambdalake.orchestration.spark_connect import (
     connection_url,
     server_command,
 )
-from lambdalake.settings import BatchSettings, Settings
-from tests.support.spark_settings import settings_with_jars
+from lambdalake.settings import BatchSettings
+from tests.support.settings_factory import MakeSettings
+from tests.support.spark_settings import with_spark_jars
 
 
 def conf_of(command: list[str]) -> dict[str, str]:
@@ -22,12 +22,12 @@ def conf_of(command: list[str]) -> dict[str, str]:
 
 
 def test_the_server_is_the_platforms_spark_on_loopback_with_its_own_memory(
-    tmp_path: Path,
+    make_settings: MakeSettings,
 ) -> None:
     """Delta and the jars come from the same factory as every driver, the master is the
     same setting (a standalone cluster runs the batch layer through the server)."""
-    settings = settings_with_jars(tmp_path, spark={
-        "connect_port": 21150, "connect_memory": "5g", "master": "spark://127.0.0.1:7077"})
+    settings = with_spark_jars(make_settings(spark={
+        "connect_port": 21150, "connect_memory": "5g", "master": "spark://127.0.0.1:7077"}))
     command = server_command(settings)
     assert command[0].endswith("bin/spark-submit")
     assert command[1:3] == ["--class", SERVER_CLASS] and command[-1] == "spark-internal"
@@ -51,11 +51,13 @@ def test_an_orphaned_operation_is_stopped_before_airflow_may_retry_its_task() ->
         BatchSettings(retry_delay_seconds=stopped_within)
 
 
-def test_the_platform_lists_the_server_only_when_it_runs_one(tmp_path: Path) -> None:
-    names = [p.name for p in Platform(Settings(state_dir=tmp_path)).processes()]
+def test_the_platform_lists_the_server_only_when_it_runs_one(
+    make_settings: MakeSettings,
+) -> None:
+    names = [p.name for p in Platform(make_settings()).processes()]
     assert "spark-connect" in names and names.index("spark-connect") < names.index("ingest")
     for spark in ({"batch_tasks": "driver"}, {"connect_url": "sc://spark.example:15002"}):
-        platform = Platform(Settings(state_dir=tmp_path, spark=spark))
+        platform = Platform(make_settings(spark=spark))
         assert "spark-connect" not in [p.name for p in platform.processes()]
 
 
@@ -76,14 +78,13 @@ def test_an_airflow_connection_without_a_host_is_refused() -> None:
 
 
 def test_the_airflow_connection_wins_over_the_setting_and_stops_the_stacks_own_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = Settings(state_dir=tmp_path, spark={"connect_conn_id": "batch_spark"})
+    settings = make_settings(spark={"connect_conn_id": "batch_spark"})
     assert as_airflow_task(settings) is settings  # no such connection: the settings
     monkeypatch.setenv("AIRFLOW_CONN_BATCH_SPARK", "spark-connect://spark.example:15002")
     in_airflow = as_airflow_task(settings)
     assert in_airflow.spark.connect_remote == "sc://spark.example:15002/"
     assert not in_airflow.spark.runs_connect_server
-    driver = Settings(state_dir=tmp_path, spark={"connect_conn_id": "batch_spark",
-                                                 "batch_tasks": "driver"})
+    driver = make_settings(spark={"connect_conn_id": "batch_spark", "batch_tasks": "driver"})
     assert as_airflow_task(driver) is driver

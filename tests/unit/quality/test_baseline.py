@@ -4,7 +4,6 @@ both warnings on real GX validations (pandas, no Spark)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -67,8 +66,7 @@ def test_a_rerun_is_not_compared_with_itself_and_an_interval_counts_once() -> No
 
 
 def test_the_recorded_history_gives_the_same_bounds_from_its_flat_columns(
-        tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+        settings: Settings) -> None:
     hours = [(0, 90, "batch", "page_traffic"), (1, 130, "batch", "page_traffic"),
              (2, 400, "batch", "page_traffic"), (2, 120, "batch", "page_traffic"),  # a re-run
              (3, 5000, "batch", "funnel"), (4, 7, "bronze", "bronze_events")]

@@ -17,7 +17,7 @@ from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html, record_w
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.quality.verdict import GateResult
-from lambdalake.settings import Settings
+from tests.support.settings_factory import MakeSettings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
 LOADED = re.compile(r'(?:src|<link[^>]*href)="(https?://[^"]+)"')
@@ -92,12 +92,12 @@ def test_an_asset_that_is_not_vendored_is_refused() -> None:
 
 
 def test_each_recorded_gate_gets_its_page_served_behind_the_login(
-    tmp_path: Path, validation: Any
+    tmp_path: Path, make_settings: MakeSettings, validation: Any
 ) -> None:
     assets = tmp_path / "web-assets"
     (assets / "jquery@3.7.1" / "dist").mkdir(parents=True)
     (assets / "jquery@3.7.1" / "dist" / "jquery.min.js").write_text("/* jquery */")
-    settings = Settings(state_dir=tmp_path / "state", web_assets_dir=assets)
+    settings = make_settings(state_dir=tmp_path / "state", web_assets_dir=assets)
     result = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False, [], [],
                         2, 3, validation=validation)
     record_with_pages([result], settings, run_id="manual__1")

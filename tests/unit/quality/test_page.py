@@ -4,7 +4,6 @@ depends on the authentication it is given (the plugin gives Airflow's)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from fastapi import Header, HTTPException
@@ -22,11 +21,6 @@ def require_token(authorization: str = Header("")) -> str:
     if authorization != "Bearer good":
         raise HTTPException(401, "Not authenticated")
     return "admin"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path)
 
 
 @pytest.fixture

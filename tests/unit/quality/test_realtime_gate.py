@@ -4,7 +4,6 @@ checks, that each row is gated once, and that a gate that did not run never pass
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -18,13 +17,14 @@ from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import sketch_of
 from tests.support.serving_tables import TS, append_realtime, hour
+from tests.support.settings_factory import MakeSettings
 
 NOW = hour(6)
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": date(2026, 11, 20)})
 
 
 @pytest.fixture

@@ -25,16 +25,16 @@ def outcome(check: str, severity: str) -> ExpectationOutcome:
                               observed=None, unexpected_count=2, samples=[-1, -5], error=None)
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    settings = Settings(state_dir=tmp_path)
+@pytest.fixture(autouse=True)
+def two_results(settings: Settings) -> None:
+    """Every test here reads the same two recorded results: a bronze gate that passed with a
+    warning, then a batch gate that failed."""
     passed = GateResult("bronze", "bronze_events", HOUR, HOUR.replace(hour=11), True, [],
                         [outcome("not_empty", "warning")], 26, 0)
     failed = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False,
                         [outcome("amount_not_negative", "critical")], [], 17, 40)
     record(passed, settings, run_id="run-1")
     record(failed, settings, run_id="run-1")
-    return settings
 
 
 def test_newest_first_with_the_verdict_and_the_failing_checks(

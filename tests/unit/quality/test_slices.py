@@ -11,17 +11,17 @@ from deltalake import write_deltalake
 
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_COLUMNS, read_quarantine_rows
 from lambdalake.quality.slices import validate_quarantine_slice
-from lambdalake.settings import Settings
+from tests.support.settings_factory import MakeSettings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
 
 
 def test_before_ingest_quarantined_anything_the_quarantine_gate_passes_an_empty_slice(
-    tmp_path: Path,
+    tmp_path: Path, make_settings: MakeSettings,
 ) -> None:
     """Ingest creates the quarantine table with its first refused record: clean traffic
     leaves none, and its gate must pass rather than fail on a missing table."""
-    settings = Settings(state_dir=tmp_path, lake={"root": str(tmp_path / "lake")})
+    settings = make_settings(lake={"root": str(tmp_path / "lake")})
     write_deltalake(settings.table_path(BRONZE_TABLE), pa.table({
         "event_date": pa.array([HOUR.date()], pa.date32()),
         "kafka_timestamp": pa.array([HOUR], pa.timestamp("us", tz="UTC"))}),

@@ -240,11 +240,10 @@ def test_a_failed_gate_raises_with_the_failing_expectations_and_samples() -> Non
         "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): passed, 17 expectations")
 
 
-def test_results_are_recorded_in_a_delta_table_sql_can_read(tmp_path: Path) -> None:
+def test_results_are_recorded_in_a_delta_table_sql_can_read(settings: Settings) -> None:
     import duckdb
     from deltalake import DeltaTable
 
-    settings = Settings(state_dir=tmp_path)
     path = record(gate_result(False), settings, run_id="r-1")
     record(gate_result(True), settings, run_id="r-2")
     assert path == settings.table_path("quality_results")
@@ -260,10 +259,9 @@ def test_results_are_recorded_in_a_delta_table_sql_can_read(tmp_path: Path) -> N
 
 
 
-def test_a_step_s_results_are_recorded_in_one_commit(tmp_path: Path) -> None:
+def test_a_step_s_results_are_recorded_in_one_commit(settings: Settings) -> None:
     from deltalake import DeltaTable
 
-    settings = Settings(state_dir=tmp_path)
     record(gate_result(True), settings)
     before = DeltaTable(results_path(settings)).version()
     record_with_pages([gate_result(False), gate_result(True)], settings, run_id="r-3")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,12 +12,12 @@ from lambdalake.serving.api import create_app
 from lambdalake.settings import Settings
 from lambdalake.stack.secrets import MissingSecret
 from tests.support.serving_tables import append_realtime, publish_hours, write_batch
+from tests.support.settings_factory import MakeSettings
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
-                    serving={"refresh_seconds": 0.05})
+def client(make_settings: MakeSettings) -> Iterator[TestClient]:
+    lake = make_settings(batch={"start_date": "2026-11-20"}, serving={"refresh_seconds": 0.05})
     write_batch(lake, [(0, "/a", 10), (1, "/a", 11)])
     publish_hours(lake, 0)
     append_realtime(lake, 0, [(0, "/a", 9), (1, "/a", 12)])
@@ -34,8 +33,8 @@ def test_rows_are_merged_at_the_high_water_mark(client: TestClient) -> None:
     assert body["next_offset"] is None
 
 
-def test_new_realtime_rows_show_within_a_refresh(client: TestClient, tmp_path: Path) -> None:
-    append_realtime(Settings(state_dir=tmp_path), 1, [(2, "/a", 1)])
+def test_new_realtime_rows_show_within_a_refresh(client: TestClient, settings: Settings) -> None:
+    append_realtime(settings, 1, [(2, "/a", 1)])
     deadline = time.monotonic() + 10
     while len(client.get("/views/page_traffic/rows").json()["rows"]) < 3:
         assert time.monotonic() < deadline, "the new row never appeared"
@@ -43,11 +42,11 @@ def test_new_realtime_rows_show_within_a_refresh(client: TestClient, tmp_path: P
 
 
 def test_a_realtime_commit_is_served_without_waiting_for_the_refresh_interval(
-    tmp_path: Path
+    make_settings: MakeSettings
 ) -> None:
     """The refresh interval is a minute; the new commit is looked for every 10 ms."""
-    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
-                    serving={"refresh_seconds": 60, "commit_poll_seconds": 0.01})
+    lake = make_settings(batch={"start_date": "2026-11-20"},
+                         serving={"refresh_seconds": 60, "commit_poll_seconds": 0.01})
     write_batch(lake, [(0, "/a", 10)])
     publish_hours(lake, 0)
     append_realtime(lake, 0, [(1, "/a", 12)])
@@ -92,9 +91,9 @@ def test_views_freshness_and_openapi(client: TestClient) -> None:
 
 
 @pytest.fixture
-def guarded_client(tmp_path: Path) -> Iterator[TestClient]:
-    lake = Settings(state_dir=tmp_path, batch={"start_date": "2026-11-20"},
-                    serving={"refresh_seconds": 0.05, "api_token": "s3cret-token"})
+def guarded_client(make_settings: MakeSettings) -> Iterator[TestClient]:
+    lake = make_settings(batch={"start_date": "2026-11-20"},
+                         serving={"refresh_seconds": 0.05, "api_token": "s3cret-token"})
     write_batch(lake, [(0, "/a", 10)])
     publish_hours(lake, 0)
     with TestClient(create_app(lake)) as client:
@@ -120,6 +119,6 @@ def test_health_and_the_openapi_document_stay_open(guarded_client: TestClient) -
     assert "HTTPBearer" in document["components"]["securitySchemes"]
 
 
-def test_production_refuses_to_serve_without_a_token(tmp_path: Path) -> None:
+def test_production_refuses_to_serve_without_a_token(make_settings: MakeSettings) -> None:
     with pytest.raises(MissingSecret, match="LAMBDALAKE_SERVING__API_TOKEN"):
-        create_app(Settings(state_dir=tmp_path, environment="production"))
+        create_app(make_settings(environment="production"))

@@ -3,8 +3,6 @@ sends, no 5xx, no stack trace, and every status code and body is one the documen
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,15 +14,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from lambdalake.serving.api import create_app
-from lambdalake.settings import Settings
 from lambdalake.views.definition import view_names
 from tests.support.serving_tables import append_realtime, publish_hours, write_batch
+from tests.support.settings_factory import MakeSettings
 
 VIEWS = view_names()
 
 
-def app_over_small_views(root: Path) -> object:
-    lake = Settings(state_dir=root, batch={"start_date": "2026-11-20"})
+def app_over_small_views(make_settings: MakeSettings) -> object:
+    lake = make_settings(batch={"start_date": "2026-11-20"})
     write_batch(lake, [(0, "/a", 10), (1, "/b", 11)])
     publish_hours(lake, 0)
     append_realtime(lake, 0, [(1, "/a", 3), (2, "/b", 4)])
@@ -35,8 +33,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
 
 
-def test_no_request_gets_a_server_error_or_an_undocumented_answer(tmp_path: Path) -> None:
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app_over_small_views(tmp_path))
+def test_no_request_gets_a_server_error_or_an_undocumented_answer(
+    make_settings: MakeSettings,
+) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app_over_small_views(make_settings))
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.path for op in operations} >= {"/views/{view}/rows", "/freshness"}
     for operation in operations:

@@ -22,12 +22,13 @@ from lambdalake.speed.realtime import realtime_table
 from lambdalake.streaming.progress import write_status
 from lambdalake.views.definition import load_views
 from tests.support.serving_tables import append_realtime, hour, publish_hours, write_batch
+from tests.support.settings_factory import MakeSettings
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)},
-                    serving={"retire_margin_seconds": 3600})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": date(2026, 11, 20)},
+                         serving={"retire_margin_seconds": 3600})
 
 
 def speed_status(lake: Settings, watermark: datetime, dropped: int = 0, lag: int = 0,

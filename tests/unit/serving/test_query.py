@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -27,11 +26,12 @@ from tests.support.serving_tables import (
     view_columns,
     write_batch,
 )
+from tests.support.settings_factory import MakeSettings
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path, batch={"start_date": date(2026, 11, 20)})
+def lake(make_settings: MakeSettings) -> Settings:
+    return make_settings(batch={"start_date": date(2026, 11, 20)})
 
 
 @pytest.fixture

@@ -19,11 +19,13 @@ from lambdalake.speed.shards import (
 )
 from lambdalake.speed.supervisor import check_health
 from lambdalake.streaming.progress import write_status
+from tests.support.settings_factory import MakeSettings
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path / "state", speed={"shards": 2})
+def settings(make_settings: MakeSettings) -> Settings:
+    """The unit tier's settings with two speed shards, for every test here that takes them."""
+    return make_settings(speed={"shards": 2})
 
 
 def test_shards_split_the_partitions_and_name_their_own_state() -> None:

@@ -25,11 +25,6 @@ if TYPE_CHECKING:
     from lambdalake.views.definition import ViewDefinition
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(state_dir=tmp_path / "state")
-
-
 def test_an_application_of_several_queries_has_consumed_what_its_slowest_query_has() -> None:
     document = {"views": {
         "a": {"end_offsets": {"t:0": 10, "t:1": 7}},

@@ -33,9 +33,9 @@ def test_jars_pyspark_ships_are_dropped(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["delta-spark_2.13-4.0.0.jar"]
 
 
-def test_missing_jars_say_how_to_get_them(tmp_path: Path) -> None:
+def test_missing_jars_say_how_to_get_them(settings: Settings) -> None:
     with pytest.raises(FileNotFoundError, match="make setup"):
-        spark_jars(Settings(state_dir=tmp_path))
+        spark_jars(settings)
 
 
 def test_distributions_are_extracted_beside_their_archive(tmp_path: Path) -> None:

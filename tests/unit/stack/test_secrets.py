@@ -7,10 +7,12 @@ from pydantic import SecretStr
 from lambdalake.settings import Settings
 from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.secrets import MissingSecret, local_secret
+from tests.support.settings_factory import MakeSettings
 
 
-def test_local_secrets_are_generated_once_private_and_reused(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+def test_local_secrets_are_generated_once_private_and_reused(
+    tmp_path: Path, settings: Settings,
+) -> None:
     first = local_secret(settings, "db-password")
     assert len(first) >= 32
     assert local_secret(settings, "db-password") == first
@@ -18,14 +20,13 @@ def test_local_secrets_are_generated_once_private_and_reused(tmp_path: Path) -> 
     assert stat.S_IMODE(mode) == 0o600
 
 
-def test_configured_secrets_win(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+def test_configured_secrets_win(tmp_path: Path, settings: Settings) -> None:
     assert local_secret(settings, "db-password", SecretStr("from-vault")) == "from-vault"
     assert not (tmp_path / "secrets").exists()
 
 
-def test_production_never_generates_credentials(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path, environment="production")
+def test_production_never_generates_credentials(make_settings: MakeSettings) -> None:
+    settings = make_settings(environment="production")
     with pytest.raises(MissingSecret, match="db-password is not configured"):
         local_secret(settings, "db-password")
     with pytest.raises(MissingSecret):
@@ -33,14 +34,13 @@ def test_production_never_generates_credentials(tmp_path: Path) -> None:
 
 
 def test_airflow_secrets_come_from_the_environment_when_set(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for variable in ("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API__SECRET_KEY",
                      "AIRFLOW__API_AUTH__JWT_SECRET"):
         monkeypatch.setenv(variable, f"env-{variable}")
-    settings = Settings(
-        state_dir=tmp_path, environment="production",
-        postgres={"password": "pg"}, airflow={"admin_password": "admin"},
+    settings = make_settings(
+        environment="production", postgres={"password": "pg"}, airflow={"admin_password": "admin"},
     )
     env = Airflow(settings).environment()
     assert env["AIRFLOW__CORE__FERNET_KEY"] == "env-AIRFLOW__CORE__FERNET_KEY"

@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 import lambdalake.ingest.stream
 import lambdalake.settings
 import lambdalake.speed.stream
-from tests.support.spark_settings import settings_with_jars
+from tests.support.settings_factory import MakeSettings
+from tests.support.spark_settings import with_spark_jars
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 STREAMS = {"ingest": lambdalake.ingest.stream, "speed": lambdalake.speed.stream}
@@ -34,11 +35,11 @@ class RecordingBuilder:
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
 
 
-def entry_point_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: str,
+def entry_point_conf(monkeypatch: pytest.MonkeyPatch, make_settings: MakeSettings, stream: str,
                      extra_conf: dict[str, str]) -> dict[str, str]:
     """The Spark properties ``spark_jobs/<stream>.py`` builds its session with, through
     the platform's own ``get_spark``."""
-    settings = settings_with_jars(tmp_path, spark={"extra_conf": extra_conf})
+    settings = with_spark_jars(make_settings(spark={"extra_conf": extra_conf}))
     builder = RecordingBuilder()
     monkeypatch.setattr(lambdalake.settings, "get_settings", lambda: settings)
     monkeypatch.setattr(SparkSession, "builder", builder)
@@ -53,12 +54,12 @@ def entry_point_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: st
 @pytest.mark.parametrize("side", ["driver", "executor"])
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_streams_collect_garbage_for_throughput_and_still_compile_huge_methods(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stream: str, side: str,
+    monkeypatch: pytest.MonkeyPatch, make_settings: MakeSettings, stream: str, side: str,
 ) -> None:
     """The streams' options replace the platform's default Java options, so they must keep
     the flag that JIT-compiles the classification stage's generated method; a deployment's
     own options are added after them."""
-    conf = entry_point_conf(monkeypatch, tmp_path, stream,
+    conf = entry_point_conf(monkeypatch, make_settings, stream,
                             {f"spark.{side}.extraJavaOptions": "-Xss4m"})
     options = conf[f"spark.{side}.defaultJavaOptions"].split()
     assert "-XX:+UseParallelGC" in options
@@ -68,10 +69,11 @@ def test_streams_collect_garbage_for_throughput_and_still_compile_huge_methods(
 
 
 def test_a_deployments_default_java_options_do_not_replace_a_streams(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, make_settings: MakeSettings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level("WARNING", logger="lambdalake.spark"):
-        conf = entry_point_conf(monkeypatch, tmp_path, "speed",
+        conf = entry_point_conf(monkeypatch, make_settings, "speed",
                                 {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC"})
     assert "-XX:+UseParallelGC" in conf["spark.driver.defaultJavaOptions"].split()
     assert "sets spark.driver.defaultJavaOptions='-XX:+UseG1GC'; the speed job" in caplog.text

@@ -9,17 +9,19 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from lambdalake.lake.reference import HISTORY_TABLE
-from lambdalake.settings import Settings
 from lambdalake.views.definition import UNKNOWN_MEMBER, Join
 from lambdalake.views.enrichment import members_changed_after
+from tests.support.settings_factory import MakeSettings
 
 MOMENT = datetime(2026, 11, 24, 10, tzinfo=UTC)
 LONG_AGO = MOMENT - timedelta(days=1)
 JOIN = Join(entity="product", key="product_id", attributes=["category"])
 
 
-def test_members_of_keys_changed_after_the_moment_and_unknown_for_gaps(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+def test_members_of_keys_changed_after_the_moment_and_unknown_for_gaps(
+    tmp_path: Path, make_settings: MakeSettings,
+) -> None:
+    settings = make_settings()
     later = [MOMENT + timedelta(minutes=m) for m in range(4)]
     versions = [  # key, valid_from, valid_to, category
         ("same", LONG_AGO, None, "books"),                          # no change at all
@@ -40,4 +42,4 @@ def test_members_of_keys_changed_after_the_moment_and_unknown_for_gaps(tmp_path:
     assert members_changed_after(settings, JOIN, MOMENT) == {
         ("fashion",), ("garden",), ("electronics",), ("toys",), (UNKNOWN_MEMBER,)}
     assert members_changed_after(settings, JOIN, later[3]) == set()
-    assert members_changed_after(Settings(state_dir=tmp_path / "none"), JOIN, MOMENT) == set()
+    assert members_changed_after(make_settings(state_dir=tmp_path / "none"), JOIN, MOMENT) == set()
