@@ -57,11 +57,11 @@ def substituted(env: dict[str, str]) -> dict[str, str]:
 
 
 def test_every_component_of_the_platform_is_in_compose_and_nothing_else(
-    compose: dict[str, Any], tmp_path: Path
+    compose: dict[str, Any], settings: Settings
 ) -> None:
     """What ``lambdalake up`` starts (``Platform.components``) is what compose runs: a
     component added to the platform fails here until compose has its services."""
-    components = Platform(Settings(state_dir=tmp_path)).components
+    components = Platform(settings).components
     assert [type(component) for component in components] == list(COMPOSE_SERVICES)
     assert set(compose["services"]) == set().union(*COMPOSE_SERVICES.values())
 
@@ -124,11 +124,9 @@ def test_settings_point_at_the_compose_services(
 
 
 def test_airflow_is_configured_like_the_local_stack(
-    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
-    local_keys = {
-        k for k in Airflow(Settings(state_dir=tmp_path)).environment() if k.startswith("AIRFLOW__")
-    }
+    local_keys = {k for k in Airflow(settings).environment() if k.startswith("AIRFLOW__")}
     for name in ("airflow-init", "airflow-api-server", "airflow-scheduler",
                  "airflow-dag-processor", "airflow-triggerer"):
         env = environment(compose, name)
@@ -266,10 +264,10 @@ def test_the_lake_and_checkpoints_are_on_the_object_store_service(
 
 
 def test_the_schema_registry_is_configured_like_the_local_stack(
-    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
     registry_env = environment(compose, "schema-registry")
-    local_keys = {k for k in LocalSchemaRegistry(Settings(state_dir=tmp_path)).environment()
+    local_keys = {k for k in LocalSchemaRegistry(settings).environment()
                   if k.startswith(("APICURIO_", "QUARKUS_"))}
     assert local_keys == set(registry_env), "compose and the local stack configure it differently"
     for key, value in substituted(environment(compose, "ingest")).items():

@@ -3,10 +3,11 @@
 When an interval's view slices passed their quality gate, the batch DAG *publishes* them:
 one row per (view, interval) in the ``batch_publications`` log. A view's high-water mark
 is the end of the unbroken run of published intervals that starts at the schedule's first
-day: every interval before it is final in the batch view, so serving reads batch rows
-before it and real-time rows after it. An interval that failed its gate leaves a gap, so
-the mark stops there instead of skipping it; publishing only adds rows, so the mark never
-moves back, and re-publishing an interval (a backfill) is harmless.
+day: every interval before it is final in the batch view. An interval that failed its gate
+(or was never run) leaves a gap, so the mark stops there instead of skipping it; publishing
+only adds rows, so the mark never moves back, and re-publishing an interval (a backfill) is
+harmless. Intervals published beyond a gap are final too: serving reads batch rows before
+the mark and in each of them (``HighWaterMarks.beyond``), real-time rows everywhere else.
 """
 
 from __future__ import annotations
@@ -106,3 +107,14 @@ class HighWaterMarks:
     def of(self, view: str) -> datetime:
         """The view's mark: the first day's start until its first interval is published."""
         return self._marks.get(view, self.first)
+
+    def beyond(self, view: str) -> tuple[tuple[datetime, datetime], ...]:
+        """The view's published time past its mark, oldest first, adjoining intervals joined:
+        batch answers there too, though a gap lies between it and the mark."""
+        runs: list[tuple[datetime, datetime]] = []
+        for start, end in self._beyond.get(view, ()):
+            if runs and start <= runs[-1][1]:
+                runs[-1] = (runs[-1][0], max(runs[-1][1], end))
+            else:
+                runs.append((start, end))
+        return tuple(runs)

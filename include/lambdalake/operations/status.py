@@ -49,7 +49,8 @@ def layer_freshness(settings: Settings) -> list[str]:
         late = ("" if not fresh["late_rows_waiting"] else
                 f"; {fresh['late_rows_waiting']} late rows ({fresh['late_events_waiting']} "
                 f"events) wait for published windows from {fresh['oldest_waiting_window']} on")
-        lines.append(f"serving {name}: batch up to {fresh['high_water_mark']} "
+        beyond = "".join(f" and [{start}, {end})" for start, end in fresh["batch_beyond_mark"])
+        lines.append(f"serving {name}: batch up to {fresh['high_water_mark']}{beyond} "
                      f"({fresh['batch_behind_seconds'] / 3600:.1f} h ago, view "
                      f"v{fresh['batch_view_version']}), {realtime}{late}")
     for restated in read_restatements(settings)[-5:]:

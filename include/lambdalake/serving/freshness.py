@@ -24,12 +24,15 @@ def speed_fields(entry: dict[str, Any]) -> dict[str, Any]:
 
 def view_freshness(snapshot: ViewSnapshot, speed_status: dict[str, Any], now: datetime,
                    waiting: Waiting | None = None) -> dict[str, Any]:
-    """Where batch ends, how old the newest real-time row is, the speed query's state, and
-    the late rows that wait for their published window to be recomputed (``waiting``)."""
+    """Where batch ends (the mark, and what was published beyond a gap after it), how old
+    the newest real-time row is, the speed query's state, and the late rows that wait for
+    their published window to be recomputed (``waiting``)."""
     newest = snapshot.realtime_newest
     return {
         "high_water_mark": json_value(snapshot.high_water_mark),
         "batch_behind_seconds": round((now - snapshot.high_water_mark).total_seconds(), 3),
+        "batch_beyond_mark": [[json_value(start), json_value(end)]
+                              for start, end in snapshot.batch_beyond_mark],
         "batch_view_version": snapshot.view_version,
         "realtime_delta_version": snapshot.realtime_delta_version,
         "realtime_newest_update": json_value(newest),

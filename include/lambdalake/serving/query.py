@@ -1,7 +1,8 @@
 """Queries of the serving layer: validated, then answered from one snapshot of both layers.
 
-A view's serving answer is its batch rows for windows before the batch high-water mark and
-its real-time rows (each key's partial rows combined) for windows from the mark on, so no
+A view's serving answer is its batch rows for windows wherever a published slice covers
+them (before the batch high-water mark, and in intervals published beyond a gap after it)
+and its real-time rows (each key's partial rows combined) for every other window, so no
 window is counted by both layers or by neither. A query selects the windows that *start* in
 ``[start, end)``, optionally filtered on dimension values, ordered by window and
 dimensions, one page at a time. Each row says which layer answered it (``source``) and as
@@ -114,16 +115,13 @@ def parse_query(
 def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     """One page of the merged answer, read from ``snapshot`` only."""
     view = query.view
-    mark = snapshot.high_water_mark
-    sides = (
-        (snapshot.batch_rows, "batch", "computed_at", query.start,
-         mark if query.end is None else min(query.end, mark)),
-        (snapshot.realtime_rows, "realtime", "updated_at",
-         mark if query.start is None else max(query.start, mark), query.end),
-    )
+    batch, realtime = layer_ranges(snapshot, query.start, query.end)
+    sides = [(snapshot.batch_rows, "batch", "computed_at", batch),
+             (snapshot.realtime_rows, "realtime", "updated_at", realtime)]
     columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
     parts = [_side(rows, source, as_of, start, end, columns, query.filters)
-             for rows, source, as_of, start, end in sides if rows is not None]
+             for rows, source, as_of, ranges in sides if rows is not None
+             for start, end in ranges]
     if not parts:
         return QueryResult(view.name, [], None, describe(snapshot))
     merged = pa.concat_tables(parts, promote_options="permissive")
@@ -133,6 +131,33 @@ def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     more = len(rows) > query.limit
     return QueryResult(view.name, rows[: query.limit],
                        query.offset + query.limit if more else None, describe(snapshot))
+
+
+Range = tuple[datetime | None, datetime | None]
+"""Windows starting in [start, end); None: unbounded."""
+
+
+def layer_ranges(snapshot: ViewSnapshot, start: datetime | None,
+                 end: datetime | None) -> tuple[list[Range], list[Range]]:
+    """Where in [start, end) each layer answers: batch before the mark and in the intervals
+    published beyond it, real-time in what lies between and after them."""
+    mark = snapshot.high_water_mark
+    batch: list[Range] = [(start, mark if end is None else min(end, mark))]
+    realtime: list[Range] = []
+    gap_start: datetime | None = mark if start is None else max(start, mark)
+    for published_start, published_end in snapshot.batch_beyond_mark:
+        batch.append((published_start if start is None else max(start, published_start),
+                      published_end if end is None else min(end, published_end)))
+        realtime.append((gap_start, published_start if end is None
+                         else min(end, published_start)))
+        gap_start = published_end if start is None else max(start, published_end)
+    realtime.append((gap_start, end))
+    return ([r for r in batch if _not_empty(r)], [r for r in realtime if _not_empty(r)])
+
+
+def _not_empty(window_range: Range) -> bool:
+    start, end = window_range
+    return start is None or end is None or start < end
 
 
 def _side(rows: pa.Table, source: str, as_of: str, start: datetime | None,
@@ -172,6 +197,8 @@ def describe(snapshot: ViewSnapshot) -> dict[str, Any]:
     """What a snapshot was read from: the boundary and both layers' versions."""
     return {
         "high_water_mark": json_value(snapshot.high_water_mark),
+        "batch_beyond_mark": [[json_value(start), json_value(end)]
+                              for start, end in snapshot.batch_beyond_mark],
         "batch": {"view_version": snapshot.view_version,
                   "delta_version": snapshot.batch_delta_version},
         "realtime": {"delta_version": snapshot.realtime_delta_version,

@@ -1,14 +1,14 @@
 """What serving reads: per view, one consistent snapshot of both layers, kept in memory.
 
-A ``ViewSnapshot`` holds the batch high-water mark, the batch view's current version (all
-its rows) and each real-time key's value (its partial rows combined, distinct counts
-estimated: ``lambdalake.speed.partials``). It is taken in this order — publications,
-then the view catalog, then the batch table, then the real-time table — so the batch rows
-always contain every interval the mark covers (a slice is written before it is published)
-and the real-time rows still contain every window at or after the mark (the serving DAG
-retires only windows older than the mark minus a margin). A query reads one snapshot
-object, so the boundary it merges at moves atomically: a publish is either wholly in the
-snapshot or not at all.
+A ``ViewSnapshot`` holds the batch high-water mark and the intervals published beyond it,
+the batch view's current version (all its rows) and each real-time key's value (its
+partial rows combined, distinct counts estimated: ``lambdalake.speed.partials``). It is
+taken in this order — publications, then the view catalog, then the batch table, then the
+real-time table — so the batch rows always contain every interval the mark covers and every
+one published beyond it (a slice is written before it is published) and the real-time rows
+still contain every window at or after the mark (the serving DAG retires only windows older
+than the mark minus a margin). A query reads one snapshot object, so the boundary it merges
+at moves atomically: a publish is either wholly in the snapshot or not at all.
 
 Views are aggregates (a row per window and dimension values), so both layers fit in memory
 and a query never touches storage. Both layers' rows are kept sorted by ``window_start``,
@@ -64,6 +64,8 @@ class ViewSnapshot:
     realtime_newest: datetime | None       # the newest real-time write
     taken_at: datetime
     realtime_partials: pa.Table | None = None  # each real-time key's partial (sketches kept)
+    batch_beyond_mark: tuple[tuple[datetime, datetime], ...] = ()
+    """Published time past the mark (``HighWaterMarks.beyond``): batch answers there too."""
 
 
 _DATABASE = duckdb.connect()
@@ -249,7 +251,8 @@ class _ViewReader:
         self.realtime = _RealtimeRows(settings, view)
         self.batch: _BatchRows | None = None
 
-    def snapshot(self, mark: datetime, view_version: int, taken_at: datetime) -> ViewSnapshot:
+    def snapshot(self, mark: datetime, beyond: tuple[tuple[datetime, datetime], ...],
+                 view_version: int, taken_at: datetime) -> ViewSnapshot:
         path = self.settings.table_path(physical_table(self.view.name, view_version))
         if self.batch is None or self.batch.reader.uri != delta_rs_uri(path):
             self.batch = _BatchRows(path)  # a full reprocess switched readers to a new table
@@ -259,7 +262,7 @@ class _ViewReader:
                   else pc.max(realtime_rows.column("updated_at")).as_py())
         return ViewSnapshot(self.view, mark, view_version, batch_delta_version,
                             realtime_delta_version, self.batch.rows, realtime_rows, newest,
-                            taken_at, self.realtime.partials)
+                            taken_at, self.realtime.partials, beyond)
 
 
 class SnapshotStore:
@@ -282,7 +285,7 @@ class SnapshotStore:
             switches = self._catalog.read()
             for name, reader in self._readers.items():
                 self._snapshots[name] = reader.snapshot(
-                    marks.of(name), version_of(switches, name), taken_at)
+                    marks.of(name), marks.beyond(name), version_of(switches, name), taken_at)
 
     def realtime_moved(self) -> bool:
         """Whether a real-time table has a commit the snapshots do not hold yet (cheap: what

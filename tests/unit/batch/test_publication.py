@@ -16,6 +16,7 @@ from tests.support.settings_factory import MakeSettings
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -45,7 +46,8 @@ def test_republishing_and_older_history_never_move_the_mark_back(lake: Settings)
 
 def test_marks_kept_as_publications_arrive_are_where_the_covered_hours_stop() -> None:
     """Whatever the order and batching of publications, with repeats, overlaps and older
-    history, the kept mark is the first hour from the first day that nothing covers."""
+    history, the kept mark is the first hour from the first day that nothing covers, and
+    what lies beyond it is every covered hour after that, in runs that do not touch."""
     rng = random.Random(7)
     for _ in range(300):
         arriving = [(start, start + rng.choice((1, 1, 2, 3)))
@@ -60,6 +62,11 @@ def test_marks_kept_as_publications_arrive_are_where_the_covered_hours_stop() ->
             covered = {h for s, e in seen for h in range(s, e)}
             first_gap = next(h for h in itertools.count() if h not in covered)
             assert marks.of("page_traffic") == MIDNIGHT + timedelta(hours=first_gap), seen
+            runs = [((s - MIDNIGHT) // HOUR, (e - MIDNIGHT) // HOUR)
+                    for s, e in marks.beyond("page_traffic")]
+            assert {h for s, e in runs for h in range(s, e)} == {
+                h for h in covered if h > first_gap}, seen  # what batch answers beyond it
+            assert all(end < next_start for (_, end), (next_start, _) in itertools.pairwise(runs))
         assert marks.of("funnel") == MIDNIGHT
 
 

@@ -17,6 +17,7 @@ from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html, record_w
 from lambdalake.quality.history import read_results, record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.quality.verdict import GateResult
+from lambdalake.settings import Settings
 from tests.support.settings_factory import MakeSettings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -129,9 +130,8 @@ def test_each_recorded_gate_gets_its_page_served_behind_the_login(
 
 
 def test_the_history_records_without_pages_and_a_page_that_fails_loses_no_verdict(
-    tmp_path: Path, validation: Any
+    settings: Settings, validation: Any
 ) -> None:
-    settings = Settings(state_dir=tmp_path)
     result = GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False, [], [],
                         2, 3, validation=validation)
     record(result, settings, run_id="history-only")

@@ -84,6 +84,7 @@ def test_views_freshness_and_openapi(client: TestClient) -> None:
     assert unique_users["exact_in_speed_layer"] is False and unique_users["speed_layer_rsd"] > 0
     freshness = client.get("/freshness").json()["page_traffic"]
     assert freshness["high_water_mark"] == "2026-11-20T01:00:00Z"
+    assert freshness["batch_beyond_mark"] == []  # nothing published past a gap
     assert freshness["realtime_newest_update"] is not None
     assert (freshness["late_rows_waiting"], freshness["oldest_waiting_window"]) == (0, None)
     paths = client.get("/openapi.json").json()["paths"]

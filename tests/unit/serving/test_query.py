@@ -66,6 +66,33 @@ def test_batch_answers_before_the_mark_and_realtime_from_it(
     assert snapshot.high_water_mark == hour(2)
 
 
+def test_a_slice_published_beyond_a_gap_is_answered_by_batch_and_the_gap_by_realtime(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    write_batch(lake, [(0, "/a", 10), (2, "/a", 12), (3, "/a", 13), (5, "/a", 15)])
+    append_realtime(lake, 0, [(h, "/a", h) for h in range(7)])
+    publish_hours(lake, 0, 2, 3, 5)  # hours 1 and 4 were never published
+    store = SnapshotStore(lake, views)
+    assert answer(store, views) == [
+        ("00", "/a", 10, "batch"), ("01", "/a", 1, "realtime"), ("02", "/a", 12, "batch"),
+        ("03", "/a", 13, "batch"), ("04", "/a", 4, "realtime"), ("05", "/a", 15, "batch"),
+        ("06", "/a", 6, "realtime")]
+    assert answer(store, views, start="2026-11-20T02:30Z", end="2026-11-20T05:00Z") == [
+        ("03", "/a", 13, "batch"), ("04", "/a", 4, "realtime")]
+    snapshot = store.get("page_traffic")
+    assert snapshot.high_water_mark == hour(1)
+    assert snapshot.batch_beyond_mark == ((hour(2), hour(4)), (hour(5), hour(6)))
+    query = parse_query(views, "page_traffic")
+    assert run_query(snapshot, query).snapshot["batch_beyond_mark"] == [
+        ["2026-11-20T02:00:00Z", "2026-11-20T04:00:00Z"],
+        ["2026-11-20T05:00:00Z", "2026-11-20T06:00:00Z"]]
+    write_batch(lake, [(h, "/a", 10 + h) for h in (0, 1, 2, 3, 5)])
+    publish_hours(lake, 1)  # the first gap filled: the mark jumps to the next one
+    assert answer(store, views)[1:5] == [("01", "/a", 11, "batch"), ("02", "/a", 12, "batch"),
+                                         ("03", "/a", 13, "batch"), ("04", "/a", 4, "realtime")]
+    assert store.get("page_traffic").batch_beyond_mark == ((hour(5), hour(6)),)
+
+
 def test_new_realtime_files_are_read_incrementally_and_a_retire_is_seen(
     lake: Settings, views: dict[str, ViewDefinition]
 ) -> None:
@@ -272,13 +299,14 @@ def test_status_shows_each_views_high_water_mark_and_realtime_age(
     from lambdalake.cli.main import build_parser
     from lambdalake.cli.stack import cmd_status
 
-    write_batch(lake, [(0, "/a", 10)])
-    publish_hours(lake, 0)
+    write_batch(lake, [(0, "/a", 10), (3, "/a", 4)])
+    publish_hours(lake, 0, 3)
     append_realtime(lake, 0, [(1, "/a", 3)])
     assert cmd_status(lake, build_parser().parse_args(["status"])) == 3  # nothing is running
     lines = capsys.readouterr().out.splitlines()
     [page_traffic] = [line for line in lines if line.startswith("serving page_traffic:")]
-    assert "batch up to 2026-11-20T01:00:00Z" in page_traffic
+    assert ("batch up to 2026-11-20T01:00:00Z and [2026-11-20T03:00:00Z, "
+            "2026-11-20T04:00:00Z) (") in page_traffic
     assert "view v1" in page_traffic and "newest real-time row" in page_traffic
     [funnel] = [line for line in lines if line.startswith("serving funnel:")]
     assert "batch up to 2026-11-20T00:00:00Z" in funnel and "no real-time rows" in funnel
