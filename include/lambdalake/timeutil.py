@@ -36,7 +36,10 @@ def parse_utc(text: str, *, naive_is_utc: bool = False) -> datetime:
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     if moment.tzinfo is None and not naive_is_utc:
         raise ValueError(f"{text!r} has no time zone; write it like 2026-11-20T10:00:00Z")
-    return as_utc(moment, naive_is_utc=True)
+    try:
+        return as_utc(moment, naive_is_utc=True)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC
+        raise ValueError(f"{text!r} lies outside the years 1 to 9999 in UTC") from None
 
 
 def utc_argument(text: str) -> datetime:

@@ -65,3 +65,12 @@ def test_installed_versions_are_the_pinned_ones() -> None:
     assert pyspark.__version__ == pinned("pyspark")
     assert version("delta-spark") == pinned("delta-spark")
     assert Path(delta.__file__).exists()
+
+
+LOG4J_FIXED = (2, 26, 1)
+"""The first log4j past CVE-2025-68161 and CVE-2026-34477/34478/34480."""
+
+
+def test_the_broker_logs_with_a_log4j_past_its_known_vulnerabilities() -> None:
+    version = tuple(int(part) for part in pom_properties()["log4j.version"].split("."))
+    assert version >= LOG4J_FIXED, f"log4j {version} is in a known CVE's range"

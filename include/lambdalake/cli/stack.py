@@ -19,8 +19,10 @@ def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
     from lambdalake.kafka.registry_server import find_java
     from lambdalake.quality.docs import vendor_assets
     from lambdalake.stack.jars import resolve_jars
+    from lambdalake.stack.secrets import keep_private
 
     started = time.monotonic()
+    keep_private(settings.state_dir)
     for sub in ("logs", "run", "lake", "checkpoints"):
         (settings.state_dir / sub).mkdir(parents=True, exist_ok=True)
     jars = resolve_jars(settings)

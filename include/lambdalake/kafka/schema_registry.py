@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import struct
 from collections.abc import Callable, Mapping
@@ -49,8 +50,10 @@ MAGIC_BYTE = 0
 _HEADER = struct.Struct(">bI")
 _DECIMAL = re.compile(r"^DECIMAL\((?P<precision>\d+),(?P<scale>\d+)\)$")
 _AVRO_TYPES = {"STRING": "string", "BIGINT": "long", "DOUBLE": "double", "BOOLEAN": "boolean"}
+log = logging.getLogger(__name__)
 UNREACHABLE = _http.TransportError
-"""What the registry client raises when nothing answers at the registry's URL."""
+"""What the registry client raises when nothing answers at the registry's URL (one that
+answers with an error raises ``SchemaRegistryError``)."""
 SUBJECT_NOT_FOUND = 40401
 SCHEMA_NOT_FOUND = 40403
 
@@ -196,7 +199,11 @@ class TopicSchemas:
                 for version in self.client.get_versions(name):
                     if (name, version) not in self._versions:
                         self._versions[(name, version)] = self._fetch(name, version)
-        except UNREACHABLE:
+        except (UNREACHABLE, SchemaRegistryError) as error:
+            # a registry that answers with an error (5xx, refused credentials, a subject
+            # deleted meanwhile) cannot say either: readers go on with the ids they know
+            log.warning("schema registry: the events topic's schemas are not known anew: %s",
+                        error)
             return AvroSchemas(self._by_id(), complete=False)
         return AvroSchemas(self._by_id(), complete=True)
 

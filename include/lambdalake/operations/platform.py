@@ -20,6 +20,7 @@ from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess, StackComponent
+from lambdalake.stack.secrets import keep_private
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,10 @@ class Platform:
         return [process for component in self.components for process in component.processes]
 
     def up(self, echo: Callable[[str], None] = print) -> float:
-        """Start what is not running and wait until all of it is healthy; return seconds."""
+        """Start what is not running and wait until all of it is healthy; return seconds.
+        The state dir is made private first (``keep_private``)."""
         started = time.monotonic()
+        keep_private(self.settings.state_dir)
         for component in self.components:
             echo(f"starting {component.label} ...")
             component.start()

@@ -69,7 +69,9 @@ def parse_time(text: str, name: str) -> datetime:
     """An ISO-8601 instant (a date means its midnight; no offset means UTC)."""
     try:
         return parse_utc(text, naive_is_utc=True)
-    except ValueError:
+    except ValueError as error:
+        if "outside the years" in str(error):
+            raise QueryError(f"{name}={text!r} lies outside the years 1 to 9999 in UTC") from None
         raise QueryError(f"{name}={text!r} is not an ISO-8601 time "
                          "(e.g. 2026-11-22T10:00:00Z)") from None
 

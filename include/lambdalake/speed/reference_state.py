@@ -197,12 +197,14 @@ class CurrentReference:
             self.digests[entity] ^= entry_hash(key, values)
 
     def _valid_record(self, entity: str, key: str, value: bytes) -> dict[str, Any] | None:
-        """The record if ingest would put it in the changelog, else None."""
+        """The record if ingest would put it in the changelog, else None. A value nested
+        deeper than Python's stack allows is skipped like one that is not JSON: a topic kept
+        forever would otherwise kill the follower at every start."""
         try:
             record = json.loads(value, parse_float=Decimal)
-        except ValueError:
-            return None
-        if not self.entities.is_valid(entity, record):
+            if not self.entities.is_valid(entity, record):
+                return None
+        except (ValueError, RecursionError):
             return None
         return record if record.get(self.entities.latest(entity).key) == key else None
 

@@ -17,6 +17,15 @@ from pydantic import SecretStr
 from lambdalake.settings import Settings
 
 
+def keep_private(state_dir: Path) -> Path:
+    """Make the state dir (created if missing) its owner's alone, mode 0700: it holds the
+    lake, the object store's backing files, logs and the generated secrets, and a local
+    user who could read them would pass every authentication the stack has."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state_dir.chmod(0o700)
+    return state_dir
+
+
 class MissingSecret(RuntimeError):
     """A production configuration lacks a credential that local dev would generate."""
 

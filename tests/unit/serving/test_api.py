@@ -67,6 +67,10 @@ def test_a_realtime_commit_is_served_without_waiting_for_the_refresh_interval(
     ("/views/page_traffic/rows", {"from": "2026-11-21", "to": "2026-11-20"}, 400, "empty time"),
     ("/views/page_traffic/rows", {"limit": 100_000}, 400, "limit must be between 1 and 1000"),
     ("/views/page_traffic/rows", {"limit": "many"}, 422, "integer"),
+    # instants that exist only before UTC's year 1 or after its year 9999
+    ("/views/page_traffic/rows", {"from": "0001-01-01T00:00:00+01:00"}, 400, "years 1 to 9999"),
+    ("/views/page_traffic/rows", {"from": "9999-12-31T23:59:59-01:00"}, 400, "years 1 to 9999"),
+    ("/views/page_traffic/rows", {"to": "0001-01-01T00:00:00+14:00"}, 400, "years 1 to 9999"),
 ])
 def test_bad_requests_get_a_4xx_that_says_why(
     client: TestClient, path: str, params: dict, status: int, message: str

@@ -59,12 +59,14 @@ def test_the_state_applies_good_changes_and_deletions_and_skips_bad_ones() -> No
         Message(b"p1", product("p9", "toys")),                          # another key's value
         Message(b"p1", b'{"entity": "product", "oops'),                 # not JSON
         Message(b"p3", product("p3", "toys", list_price=Decimal("-1"))),  # breaks a constraint
+        Message(b"p4", b'{"product_id": "p4", "name": ' + b"[" * 100_000 + b"]" * 100_000
+                + b"}"),                                                # nested past Python's stack
     ]:
         state._apply(message)
     assert state.lookup(VIEW.joins[0], ["p1", "p2", "p3", None]) == {
         "category": ["garden", None, None, None]}
     assert state.status() == {"entities": {"product": {
-        "keys": 1, "applied": 3, "deleted": 1, "skipped": 4,
+        "keys": 1, "applied": 3, "deleted": 1, "skipped": 5,
         "digest": f"{entry_hash('p1', ('garden',)):016x}"}}, "stale_joins": 0}
 
 

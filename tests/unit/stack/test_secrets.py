@@ -46,3 +46,27 @@ def test_airflow_secrets_come_from_the_environment_when_set(
     assert env["AIRFLOW__CORE__FERNET_KEY"] == "env-AIRFLOW__CORE__FERNET_KEY"
     assert ":pg@" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     assert not (tmp_path / "secrets").exists()
+
+
+def test_up_makes_the_state_dir_its_owners_alone_before_it_starts_anything(
+    make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    from lambdalake.operations.platform import Platform
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o755)
+    (state_dir / "lake").mkdir()  # an older stack's state: what a local user could read
+    modes_at_start: list[int] = []
+
+    class Component:
+        label, processes = "first component", []
+
+        def start(self) -> None:
+            modes_at_start.append(stat.S_IMODE(state_dir.stat().st_mode))
+
+        def stop(self) -> None: ...
+
+    platform = Platform(make_settings(state_dir=state_dir))
+    platform.components = [Component()]
+    platform.up(echo=lambda _: None)
+    assert modes_at_start == [0o700]
