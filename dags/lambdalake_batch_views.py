@@ -90,18 +90,20 @@ def lambdalake_batch_views() -> None:
         return PokeReturnValue(is_done=completeness.complete)
 
     @spark_task
-    def gate_bronze(planned: dict[str, Any]) -> None:
-        """Quality gate on the interval's bronze rows (critical failures stop the run)."""
+    def gate_bronze(planned: dict[str, Any]) -> int | None:
+        """Quality gate on the interval's bronze rows (critical failures stop the run); the
+        bronze version it gated is the one compute reads."""
         from lambdalake.batch.steps import BatchPlan, gate_bronze
 
-        gate_bronze(BatchPlan.from_xcom(planned))
+        return gate_bronze(settings, BatchPlan.from_xcom(planned))
 
     @spark_task
-    def compute(planned: dict[str, Any]) -> list[dict[str, Any]]:
-        """Replace the interval's view slices from bronze (or build new versions)."""
+    def compute(planned: dict[str, Any], bronze_version: int | None) -> list[dict[str, Any]]:
+        """Replace the interval's view slices from the gated bronze version (or build new
+        versions)."""
         from lambdalake.batch.steps import BatchPlan, compute
 
-        return compute(BatchPlan.from_xcom(planned))
+        return compute(BatchPlan.from_xcom(planned), bronze_version)
 
     @spark_task
     def gate_views(planned: dict[str, Any], written: list[dict[str, Any]]) -> None:
@@ -125,8 +127,9 @@ def lambdalake_batch_views() -> None:
         return marks
 
     planned = plan()
-    written = compute(planned)
-    wait_for_bronze(planned) >> gate_bronze(planned) >> written
+    gated_bronze = gate_bronze(planned)
+    written = compute(planned, gated_bronze)
+    wait_for_bronze(planned) >> gated_bronze
     gate_views(planned, written) >> publish(planned, written)
 
 

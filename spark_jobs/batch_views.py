@@ -2,11 +2,14 @@
 it does exactly what a DAG run does.
 
     python spark_jobs/batch_views.py recompute --start 2026-11-20T10:00:00Z \\
-        --end 2026-11-20T12:00:00Z [--views page_traffic,funnel] [--run-id manual-1]
+        --end 2026-11-20T12:00:00Z [--views page_traffic,funnel] [--bronze-version 12] \\
+        [--run-id manual-1]
     python spark_jobs/batch_views.py build --views page_traffic [--run-id ...]
     python spark_jobs/batch_views.py switch --views page_traffic --version 2 [--run-id ...]
 
-``recompute`` replaces each view's slice [start, end) from bronze; ``build`` recomputes a
+``recompute`` replaces each view's slice [start, end) from bronze (as of
+``--bronze-version``, the one the run's bronze gate validated; default: the newest);
+``build`` recomputes a
 view from all of bronze into a new version that readers do not see yet; ``switch`` makes a
 built version the one readers see. Each written slice is printed as a ``result`` JSON line.
 """
@@ -37,6 +40,8 @@ if __name__ == "__main__":
     parser.add_argument("--end", type=utc_argument,
                         help="recompute: interval end, exclusive (UTC)")
     parser.add_argument("--views", help="comma-separated view names (default: all)")
+    parser.add_argument("--bronze-version", type=int,
+                        help="recompute: bronze's version to read (default: the newest)")
     parser.add_argument("--version", type=int, help="switch: the built version to switch to")
     parser.add_argument("--run-id", default=f"manual-{uuid.uuid4().hex[:8]}")
     args = parser.parse_args()
@@ -54,7 +59,7 @@ if __name__ == "__main__":
     with task_session(f"batch-views-{args.action}", settings) as spark:
         if args.action == "recompute":
             for written in recompute_views(spark, settings, selected, args.start, args.end,
-                                           args.run_id):
+                                           args.run_id, args.bronze_version):
                 report(written)
         elif args.action == "build":
             for view in selected:

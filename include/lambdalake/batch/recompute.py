@@ -100,9 +100,10 @@ def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame
 
 def recompute_views(
     spark: SparkSession, settings: Settings, views: Sequence[ViewDefinition], start: datetime,
-    end: datetime, run_id: str,
+    end: datetime, run_id: str, bronze_version: int | None = None,
 ) -> list[SliceWritten]:
-    """Replace every view's slice [start, end) with a fresh computation from bronze.
+    """Replace every view's slice [start, end) with a fresh computation from bronze at
+    ``bronze_version`` (default: its newest).
 
     The views run at the same time (``batch.views_at_once``), on one cache of the
     interval's deduplicated events: an hour's Spark jobs are short, so one at a time leaves
@@ -112,7 +113,8 @@ def recompute_views(
 
     for view in views:
         check_interval(view, start, end)
-    bronze_version = table_version(settings.table_path(BRONZE_TABLE))
+    if bronze_version is None:
+        bronze_version = table_version(settings.table_path(BRONZE_TABLE))
     events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
     columns = view_columns(views)
     events = (  # cache only what the views read: no raw bytes, no ids once deduplicated

@@ -107,18 +107,30 @@ def completeness_moment(plan: BatchPlan) -> datetime:
     return plan.end + timedelta(seconds=max(views[n].lateness_seconds for n in plan.views))
 
 
-def gate_bronze(plan: BatchPlan) -> None:
-    """Validate the interval's bronze rows (a full reprocess reads slices gated before)."""
+def gate_bronze(settings: Settings, plan: BatchPlan) -> int | None:
+    """Validate the interval's bronze rows as of bronze's version now, and return it: the
+    run computes that version and no other, so rows that reach bronze after the gate are
+    not computed ungated (they are late rows of the slice, restated in a later run). A full
+    reprocess reads slices gated before: None."""
+    from lambdalake.lake.bronze import BRONZE_TABLE
+    from lambdalake.lake.delta_rs import table_version
+
     if plan.full_reprocess:
         log.info("full reprocess: every bronze interval was gated when it was first computed")
-        return
-    run_gate(["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id])
+        return None
+    version = table_version(settings.table_path(BRONZE_TABLE))
+    run_gate(["--layer", "bronze", *plan.interval_args, "--bronze-version", str(version),
+              "--run-id", plan.run_id])
+    return version
 
 
-def compute(plan: BatchPlan) -> list[dict[str, Any]]:
-    """Recompute the interval's slices, or build new versions for a full reprocess."""
-    action = ["build"] if plan.full_reprocess else ["recompute", *plan.interval_args]
+def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]:
+    """Recompute the interval's slices from the bronze version ``gate_bronze`` gated, or
+    build new versions for a full reprocess."""
     from lambdalake.batch.written import parse_results
+
+    action = (["build"] if plan.full_reprocess else
+              ["recompute", *plan.interval_args, "--bronze-version", str(bronze_version)])
 
     lines = run_spark_job(
         "batch_views", [*action, "--views", ",".join(plan.views), "--run-id", plan.run_id])

@@ -105,6 +105,11 @@ def test_a_rerun_replaces_the_slice_and_a_late_event_is_included(
     )
     ingest(spark, lake, [late_view], first_offset=10_000, batch=1)  # arrives after the run
     assert page_views(spark, lake, view, hour, "/page/0") == views_before
+    # a run whose bronze gate validated the version before it computes that version only
+    [pinned] = recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1),
+                               "run-pinned", bronze_version=first.bronze_version)
+    assert pinned.bronze_version == first.bronze_version
+    assert page_views(spark, lake, view, hour, "/page/0") == views_before
     recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "run-c")
     assert page_views(spark, lake, view, hour, "/page/0") == views_before + 1
 

@@ -14,6 +14,7 @@ from lambdalake.batch import steps
 from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
 from lambdalake.batch.written import SliceWritten, parse_results
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
+from lambdalake.settings import Settings
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -106,3 +107,26 @@ def test_a_gate_that_could_not_validate_keeps_the_tasks_retries(
     with pytest.raises(SparkJobFailed) as e:
         steps.run_gate(["--layer", "bronze"])
     assert e.value.exit_code == 1 and not isinstance(e.value, AirflowFailException)
+
+
+def test_compute_reads_the_bronze_version_its_gate_validated_not_a_newer_one(
+    lake: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lambdalake.lake.bronze import BRONZE_TABLE
+
+    bronze = lake.table_path(BRONZE_TABLE)
+    write_deltalake(bronze, pa.table({"event_id": ["a"]}))
+    steps_run: list[list[str]] = []
+    monkeypatch.setattr(steps, "run_spark_job",
+                        lambda job, args: steps_run.append([job, *args]) or [])
+    plan = plan_batch_run({"start": None, "end": None, "views": ["page_traffic"]}, START, END,
+                          "scheduled__1")
+    gated = steps.gate_bronze(lake, plan)
+    write_deltalake(bronze, pa.table({"event_id": ["b"]}), mode="append")  # arrives between
+    steps.compute(plan, gated)
+    [gate, recompute] = steps_run
+    pinned = [args[args.index("--bronze-version") + 1] for args in steps_run]
+    assert (gate[0], recompute[0], gated, pinned) == ("validate", "batch_views", 0, ["0", "0"])

@@ -6,7 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+import pytest
 
 from lambdalake.settings import PROJECT_ROOT
 
@@ -28,12 +29,17 @@ print(json.dumps({
     "dags": sorted(bag.dag_ids),
     "cpu_seconds": cpu,
     "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY),
+    "batch_upstream": {task.task_id: sorted(task.upstream_task_ids)
+                       for task in bag.dags["lambdalake_batch_views"].tasks},
 }))
 """
 
 
-def parse_dags(tmp_path: Path) -> dict:
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What a DagBag makes of the DAG files, in a fresh interpreter (one for the module)."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(DAGS)], capture_output=True, text=True, env=env,
@@ -43,11 +49,19 @@ def parse_dags(tmp_path: Path) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_dag_files_import_without_errors_fast_and_light(tmp_path: Path) -> None:
-    report = parse_dags(tmp_path)
+def test_dag_files_import_without_errors_fast_and_light(report: dict) -> None:
     assert report["errors"] == {}
     assert {"lambdalake_smoke", "lambdalake_serving"} <= set(report["dags"])
     assert len(report["cpu_seconds"]) == len(list(DAGS.glob("*.py")))
     slow = {f: d for f, d in report["cpu_seconds"].items() if d >= 1.0}
     assert slow == {}, f"DAG files must parse in under a second of CPU time: {slow}"
     assert report["heavy"] == [], "DAG files must not import Spark, GX, Kafka or Delta at module level"
+
+
+def test_a_batch_run_computes_only_after_its_bronze_gate_and_publishes_after_its_view_gate(
+    report: dict,
+) -> None:
+    assert report["batch_upstream"] == {
+        "plan": [], "wait_for_bronze": ["plan"], "gate_bronze": ["plan", "wait_for_bronze"],
+        "compute": ["gate_bronze", "plan"], "gate_views": ["compute", "plan"],
+        "publish": ["compute", "gate_views", "plan"]}
