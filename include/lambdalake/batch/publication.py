@@ -12,6 +12,8 @@ the mark and in each of them (``HighWaterMarks.beyond``), real-time rows everywh
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,10 +48,19 @@ class Publication:
 
 
 def publish(settings: Settings, publications: list[Publication]) -> None:
-    """Record that these view slices are final (one commit for all of them)."""
+    """Record that these view slices are final (one commit for all of them). Publishing the
+    same slices again (a retried ``publish`` task) records nothing twice."""
     now = datetime.now(UTC)
     append_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA,
-                [{**p.__dict__, "published_at": now} for p in publications])
+                [{**p.__dict__, "published_at": now} for p in publications],
+                once=content_key("publish", [p.__dict__ for p in publications]))
+
+
+def content_key(kind: str, rows: list[dict[str, Any]]) -> str:
+    """An idempotency key of a bookkeeping append (``append_rows``' ``once``): its kind and
+    a digest of its rows without the moment they are written."""
+    text = json.dumps(sorted(json.dumps(row, default=str, sort_keys=True) for row in rows))
+    return f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
 def published_intervals(settings: Settings, view_name: str) -> list[tuple[datetime, datetime]]:

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from lambdalake.batch.late_arrivals import Waiting
+from lambdalake.batch.publication import content_key
 from lambdalake.jsonfile import replace_json
 from lambdalake.lake.delta_rs import append_rows, read_rows
 from lambdalake.settings import Settings
@@ -116,14 +117,17 @@ def plan_restatements(
 def record_restatement(settings: Settings, start: datetime, end: datetime,
                        restating: dict[str, dict[str, int]], bronze_versions: dict[str, int],
                        run_id: str) -> None:
-    """Log that ``run_id`` restated these views' slices of [start, end) (one commit)."""
+    """Log that ``run_id`` restated these views' slices of [start, end) (one commit; a
+    retried ``publish`` logs nothing twice)."""
+    rows = [{"view": view, "interval_start": start, "interval_end": end,
+             "late_rows": late["rows"], "late_events": late["events"],
+             "computed_from": late["computed_from"], "bronze_version": bronze_versions[view],
+             "run_id": run_id}
+            for view, late in sorted(restating.items()) if view in bronze_versions]
     now = datetime.now(UTC)
-    append_rows(settings.table_path(RESTATEMENTS_TABLE), _SCHEMA, [
-        {"view": view, "interval_start": start, "interval_end": end,
-         "late_rows": late["rows"], "late_events": late["events"],
-         "computed_from": late["computed_from"], "bronze_version": bronze_versions[view],
-         "run_id": run_id, "restated_at": now}
-        for view, late in sorted(restating.items()) if view in bronze_versions])
+    append_rows(settings.table_path(RESTATEMENTS_TABLE), _SCHEMA,
+                [{**row, "restated_at": now} for row in rows],
+                once=content_key("restatement", rows))
 
 
 def read_restatements(settings: Settings) -> list[dict[str, Any]]:

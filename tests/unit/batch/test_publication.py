@@ -38,6 +38,19 @@ def test_the_mark_starts_at_the_first_day_and_stops_at_a_gap(lake: Settings) -> 
     assert high_water_marks(lake).of("funnel") == MIDNIGHT  # per view
 
 
+def test_a_retried_publish_records_its_slices_once_and_a_recomputed_one_again(
+    lake: Settings,
+) -> None:
+    from lambdalake.batch.publication import read_publications
+
+    publish(lake, hours(0, 1))
+    publish(lake, hours(0, 1))  # the task retried after its commit's answer was lost
+    recomputed = [Publication("page_traffic", MIDNIGHT, MIDNIGHT + HOUR, 1, 8, "run")]
+    publish(lake, recomputed)  # the same run's interval from a newer bronze version
+    assert sorted((r["interval_start"].hour, r["bronze_version"])
+                  for r in read_publications(lake)) == [(0, 7), (0, 8), (1, 7)]
+
+
 def test_republishing_and_older_history_never_move_the_mark_back(lake: Settings) -> None:
     publish(lake, hours(0, 1))
     publish(lake, hours(0, 1, -5, -30))  # a backfill of the same hours and of older days
