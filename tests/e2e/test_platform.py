@@ -524,6 +524,9 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
     settings = platform.settings
     base = settings.airflow.base_url
     remote: list[str] = []
+    # what was recorded before the page was asked for: the speed supervisor's real-time
+    # gates go on recording, so a subject first recorded after the page rendered may be new
+    recorded = {(r["layer"], r["subject"]) for r in read_results(settings)}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
@@ -546,7 +549,6 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
-    recorded = {(r["layer"], r["subject"]) for r in read_results(settings)}
     assert {layer for layer, _ in recorded} >= {"bronze", "batch", "serving"}  # the demo's
     for layer, subject in recorded:
         assert f"{layer}\t{subject}" in text, f"{layer} {subject} missing from the page"
@@ -557,7 +559,8 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
 def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings), "the stack's processes should be findable"
     stopped = platform.down()
-    assert len(stopped) == len(platform.processes())
+    named = [name for name in stopped if not name.startswith("straggler ")]
+    assert len(named) == len(platform.processes())  # and any straggler after them
     deadline = time.monotonic() + 10
     while stack_processes(platform.settings) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psutil
+
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.ingest.service import IngestService
 from lambdalake.kafka.registry_server import LocalSchemaRegistry
@@ -19,7 +21,7 @@ from lambdalake.stack.airflow import Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
-from lambdalake.stack.process import ManagedProcess, StackComponent
+from lambdalake.stack.process import ManagedProcess, StackComponent, stop_processes, stragglers
 from lambdalake.stack.secrets import keep_private
 
 
@@ -80,13 +82,20 @@ class Platform:
              f"({self.settings.registry.compatibility})")
 
     def down(self) -> list[str]:
-        """Stop what ``up`` started (by PID), newest first; return what was running."""
+        """Stop what ``up`` started (by PID), newest first, then any process of the state
+        dir left without a pid file (``stragglers``); return what was running."""
         stopped = []
         for component in reversed(self.components):
             stopped += [process.name for process in component.processes
                         if process.pid() is not None]
             component.stop()
-        return stopped
+        shared = [path for path in (self.settings.jars_dir, self.settings.web_assets_dir)
+                  if path is not None]
+        left = (stragglers(self.settings.state_dir, shared)
+                if self.settings.state_dir.exists() else [])
+        described = [f"straggler pid {process.pid} ({_name(process)})" for process in left]
+        stop_processes(left)
+        return stopped + described
 
     def clean(self) -> None:
         """Stop everything, then delete all local state (PostgreSQL data wherever it lives)."""
@@ -98,3 +107,11 @@ class Platform:
 
     def status(self) -> list[ProcessStatus]:
         return [ProcessStatus(p.name, p.pid(), p.rss_bytes()) for p in self.processes()]
+
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return str(process.name())
+    except psutil.NoSuchProcess:
+        return "exited"

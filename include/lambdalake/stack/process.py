@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -209,6 +210,58 @@ class ManagedProcess:
             f"{self.name} did not become healthy ({what}) within {timeout:.0f}s; "
             f"see {self.log_file}:\n{self.log_tail()}"
         )
+
+
+def stragglers(state_dir: Path, shared: Sequence[Path] = ()) -> list[psutil.Process]:
+    """Processes of a stack in ``state_dir`` that no pid file names any more (a worker
+    forked while the stack stopped, a child whose parent died first): those whose command
+    line, working directory or environment names a path inside the state dir, or inside
+    a directory one of its links points to (PostgreSQL's data elsewhere). A path inside
+    ``shared`` (the jars every stack reads) or inside another stack's state dir nested in
+    this one (``.state/test`` in ``.state``) does not make a process this stack's. Never
+    this process, its ancestors or its descendants: ``down`` itself, or a test's own JVMs."""
+    roots = {state_dir.resolve(), *(link.resolve() for link in state_dir.glob("*/*")
+                                    if link.is_symlink())}
+    others = {path.resolve() for path in shared} | {
+        nested.resolve() for nested in state_dir.iterdir()
+        if nested.is_dir() and (nested / "run").is_dir() and nested.resolve() not in roots}
+    mention = re.compile("|".join(re.escape(str(root)) + r"(?:/[^\s:,;=\"']*)?(?![\w.-])"
+                                  for root in sorted(roots, key=lambda r: -len(str(r)))))
+
+    def ours(text: str) -> bool:
+        return any(not any(Path(found.group()).is_relative_to(other) for other in others)
+                   for found in mention.finditer(text))
+
+    own = psutil.Process()
+    spared = {own.pid, *(p.pid for p in own.parents()),
+              *(p.pid for p in own.children(recursive=True))}
+    found = []
+    for process in psutil.process_iter():
+        if process.pid in spared:
+            continue
+        try:
+            named = [*process.cmdline(), process.cwd(), *process.environ().values()]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if any(ours(text) for text in named):
+            found.append(process)
+    return found
+
+
+def stop_processes(processes: Sequence[psutil.Process], timeout: float = 10.0) -> None:
+    """SIGTERM ``processes``, then SIGKILL what is left after ``timeout`` seconds."""
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -6,6 +6,7 @@ import psutil
 import pytest
 
 from lambdalake.stack.process import ManagedProcess, StackError
+from tests.support.settings_factory import MakeSettings
 
 SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
@@ -102,3 +103,47 @@ def test_stop_reaps_a_group_whose_root_already_died(tmp_path: Path) -> None:
     assert len(orphans) == 1
     assert process.stop(timeout=5) is False  # the root was gone
     assert not orphans[0].is_running() or orphans[0].status() == psutil.STATUS_ZOMBIE
+
+
+def test_down_stops_what_no_pid_file_names_and_only_that(make_settings: MakeSettings,
+                                                          tmp_path: Path) -> None:
+    """A stack's process without a pid file (a worker forked while the stack stopped) is
+    found by the state dir it names and stopped; a process of a stack nested in it, one
+    that reads only the shared jars, and the caller's own children are left alone."""
+    import subprocess
+
+    from lambdalake.operations.platform import Platform
+
+    state = tmp_path / "state"
+    (state / "test" / "run").mkdir(parents=True)  # a test stack's state dir inside this one
+    (state / "jars").mkdir()
+    (state / "airflow").mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    def detached(*args: str, **env: str) -> psutil.Process:  # parent: init, not this test
+        launcher = subprocess.run(
+            [sys.executable, "-c", "import os, subprocess, sys; print(subprocess.Popen("
+             "sys.argv[1:], start_new_session=True, stdout=subprocess.DEVNULL, "
+             "stderr=subprocess.DEVNULL, env={**os.environ, **eval(os.environ['EXTRA'])}"
+             ").pid)", *sleeper, *args],
+            capture_output=True, text=True, check=True, env={"EXTRA": repr(env)})
+        return psutil.Process(int(launcher.stdout))
+
+    by_name = detached(f"--log={state}/logs/worker.log")
+    by_environment = detached(AIRFLOW_HOME=str(state / "airflow"))
+    nested_stack = detached(f"--log={state}/test/logs/kafka.log")
+    shared_jars = detached(f"-cp={state}/jars/kafka/*")
+    sibling = detached(f"--log={tmp_path}/state-two/logs/x.log")
+    own_child = subprocess.Popen([*sleeper, f"--log={state}/logs/mine.log"])
+    try:
+        platform = Platform(make_settings(state_dir=state, jars_dir=state / "jars"))
+        platform.components = []
+        expected = sorted(f"straggler pid {p.pid} ({p.name()})" for p in (by_name, by_environment))
+        assert sorted(platform.down()) == expected
+        assert not by_name.is_running() and not by_environment.is_running()
+        assert all(p.is_running() for p in (nested_stack, shared_jars, sibling))
+        assert own_child.poll() is None
+    finally:
+        for process in (nested_stack, shared_jars, sibling):
+            process.kill()
+        own_child.kill()
