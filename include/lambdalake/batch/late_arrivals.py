@@ -8,8 +8,10 @@ finds those rows per view and window without scanning bronze:
 
 1. the commits since the previous look are read from bronze's log (``lake.bronze_log``):
    the files each added, with their event-time range from the writer's statistics (a file
-   without them is taken to overlap every window). A file is *late* while its range
-   overlaps a window published from an older bronze version than the file's;
+   without them is taken to overlap every window; commits that left the log with its
+   retention are stood in for by the live files they added, dated as late as they can
+   be). A file is *late* while its range overlaps a window published from an older bronze
+   version than the file's;
 2. a window published anew since the previous look (a scheduled run, a backfill, a
    restatement, a full reprocess) is checked against the commits after its new version
    up to the previous look's: a run pins its bronze version when it starts, so commits
