@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from lambdalake.quality.report import LAYERS
+from lambdalake.quality.verdict import LAYERS
 from lambdalake.settings import Settings
 
 if TYPE_CHECKING:

@@ -19,10 +19,6 @@ def verdict(result: dict[str, Any]) -> str:
     return "passed" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
-LAYERS = ("bronze", "batch", "realtime", "serving", "restatement")
-"""The layers whose gates record results."""
-
-
 def recent(results: list[dict[str, Any]], layer: str | None = None, limit: int = 20, *,
            subject: str | None = None, failed_only: bool = False) -> list[dict[str, Any]]:
     """The newest ``limit`` results (of ``layer``, of ``subject``, only failed ones if

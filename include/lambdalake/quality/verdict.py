@@ -48,11 +48,16 @@ class ExpectationOutcome:
         return f"{self.check} ({self.expectation}): {detail} [{self.rule}]"
 
 
+LAYERS = ("bronze", "reference", "batch", "realtime", "serving", "restatement")
+"""The layers whose gates record results: every ``GateResult`` names one, and the quality
+history, ``lambdalake quality --layer`` and the API's ``/quality/results`` take them all."""
+
+
 @dataclass(frozen=True)
 class GateResult:
     """The verdict of one gate on one slice."""
 
-    layer: str                      # "bronze" | "batch" | "serving" | "realtime"
+    layer: str                      # one of LAYERS
     subject: str                    # "bronze_events" or the view name
     start: datetime
     end: datetime
@@ -64,6 +69,10 @@ class GateResult:
     seconds: float = 0.0            # wall time of the gate
     validation: Any = field(default=None, repr=False, compare=False)
     """GX's validation result (failing expectations with their details), for Data Docs."""
+
+    def __post_init__(self) -> None:
+        if self.layer not in LAYERS:  # what reports and the API could not be asked for
+            raise ValueError(f"gate layer {self.layer!r} is none of {', '.join(LAYERS)}")
 
     @property
     def interval(self) -> str:

@@ -39,7 +39,8 @@ from pydantic import BaseModel, SecretStr
 
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.quality.history import read_results
-from lambdalake.quality.report import LAYERS, recent
+from lambdalake.quality.report import recent
+from lambdalake.quality.verdict import LAYERS
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore

@@ -111,3 +111,22 @@ def test_the_cli_filters_by_subject_and_refuses_a_bad_limit(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["quality", "--limit", "0"])
     assert "not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_every_layer_a_gate_records_can_be_asked_for_the_reference_layer_too(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from lambdalake.serving.api import create_app
+
+    history = GateResult("reference", "product", HOUR, HOUR.replace(hour=11), True, [], [], 9, 4)
+    record(history, settings, run_id="run-2")
+    cmd_quality(settings, build_parser().parse_args(["quality", "--layer", "reference"]))
+    [_, shown] = capsys.readouterr().out.splitlines()
+    assert "reference" in shown and "product" in shown
+    with TestClient(create_app(settings)) as client:
+        [answer] = client.get("/quality/results", params={"layer": "reference"}).json()
+        assert answer["subject"] == "product"
+    with pytest.raises(ValueError, match="gate layer 'gold' is none of bronze, reference"):
+        GateResult("gold", "x", HOUR, HOUR, True, [], [], 0, 0)
