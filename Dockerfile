@@ -1,11 +1,12 @@
 # The lambdalake image: Airflow 3 + the pinned Python stack + Java 17 + the resolved JVM jars
-# (a JDK: setup compiles the project's Delta log store for object storage).
+# (a JDK: setup compiles the project's Delta log store for object storage) + the web assets
+# of Data Docs and the query API's /docs (npm: setup packs them from the npm registry).
 # docker-compose.yml runs every lambdalake service from it (Airflow components and the Spark
 # master/worker), so drivers and executors share one Python and one classpath.
 FROM apache/airflow:3.3.2-python3.11
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven npm \
  && rm -rf /var/lib/apt/lists/*
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 USER airflow
@@ -14,4 +15,5 @@ COPY --chown=airflow requirements.txt pyproject.toml ./
 RUN pip install --no-cache-dir -r requirements.txt
 COPY --chown=airflow . .
 RUN pip install --no-cache-dir --no-deps -e . \
- && LAMBDALAKE_STATE_DIR=/tmp/lambdalake-build LAMBDALAKE_JARS_DIR=/opt/lambdalake-jars lambdalake setup
+ && LAMBDALAKE_STATE_DIR=/tmp/lambdalake-build LAMBDALAKE_JARS_DIR=/opt/lambdalake-jars \
+    LAMBDALAKE_WEB_ASSETS_DIR=/opt/lambdalake-web-assets lambdalake setup

@@ -556,6 +556,37 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
     print(f"data-quality page: {len(recorded)} layer/subject rows shown; screenshot {shot}")
 
 
+def test_the_query_apis_interactive_docs_work_with_the_network_blocked(
+    platform: Platform,
+) -> None:
+    """Chromium opens the query API's ``/docs`` with every request beyond loopback refused:
+    Swagger UI renders the API's operations from the copy setup fetched."""
+    from playwright.sync_api import Route, sync_playwright
+
+    refused: list[str] = []
+
+    def loopback_only(route: Route) -> None:
+        if is_loopback_url(route.request.url):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.route("**/*", loopback_only)
+            page.goto(f"{platform.settings.serving.base_url}/docs")
+            page.locator(".opblock-summary-path", has_text="/views/{view}/rows").wait_for(
+                timeout=30_000)
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / "query-api-docs.png"), full_page=True)
+        finally:
+            browser.close()
+    assert refused == [], f"/docs asked beyond loopback: {refused}"
+
+
 def test_down_stops_everything_it_started(platform: Platform) -> None:
     assert stack_processes(platform.settings), "the stack's processes should be findable"
     stopped = platform.down()

@@ -286,3 +286,19 @@ def test_the_schema_registry_is_configured_like_the_local_stack(
     for app in ("ingest", "speed-0", "speed-1"):  # nothing reads events before the contracts
         assert compose["services"][app]["depends_on"]["register-contracts"] == {
             "condition": "service_completed_successfully"}
+
+
+def test_the_image_fetches_jars_and_web_assets_where_the_services_read_them(
+    compose: dict[str, Any]
+) -> None:
+    """The Dockerfile's ``lambdalake setup`` fills the jars and web assets dirs the compose
+    services are configured with, and the image has the tools setup fetches them with."""
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    [setup] = [line for line in dockerfile.splitlines() if line.rstrip().endswith("lambdalake setup")]
+    built = dict(re.findall(r"(LAMBDALAKE_\w+)=(\S+)", setup))
+    services = environment(compose, "airflow-scheduler")
+    for variable in ("LAMBDALAKE_JARS_DIR", "LAMBDALAKE_WEB_ASSETS_DIR"):
+        assert built[variable] == services[variable] == environment(compose, "serving-api")[
+            variable], variable
+    [packages] = re.findall(r"apt-get install -y --no-install-recommends ([^&]+)", dockerfile)
+    assert {"maven", "npm"} <= set(packages.split())

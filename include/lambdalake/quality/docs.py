@@ -6,8 +6,9 @@ shows for a validation) into ``<state dir>/quality/docs/runs/<page>.html``. GX's
 load Bootstrap, jQuery, Font Awesome, Vega and more from CDNs and cannot be overridden, so
 every such URL is rewritten to a local copy under ``docs/assets/``; the copies are the same
 package versions, fetched from the npm registry at setup (``vendor_assets``), like the JVM
-jars. A URL the table below does not know is refused when the page is written, so a GX
-upgrade that adds an asset fails loudly instead of going online quietly.
+jars. The query API's Swagger UI (``/docs``) loads its copies from the same directory. A
+URL the table below does not know is refused when the page is written, so a GX upgrade
+that adds an asset fails loudly instead of going online quietly.
 """
 
 from __future__ import annotations
@@ -31,8 +32,16 @@ if TYPE_CHECKING:
 ASSETS_DIR = "assets"
 RUNS_DIR = "runs"
 
+SWAGGER_UI = "swagger-ui-dist@5.35.0"
+"""The Swagger UI the query API's ``/docs`` page loads (FastAPI's default, from a CDN)."""
+
 CDN_ASSETS: dict[str, tuple[str, str]] = {
-    # CDN URL in GX's templates: (npm package spec, file inside the package)
+    # CDN URL in GX's templates or FastAPI's /docs: (npm package spec, file in the package)
+    "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js":
+        (SWAGGER_UI, "swagger-ui-bundle.js"),
+    "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css":
+        (SWAGGER_UI, "swagger-ui.css"),
+    "https://fastapi.tiangolo.com/img/favicon.png": (SWAGGER_UI, "favicon-32x32.png"),
     "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css":
         ("bootstrap@4.3.1", "dist/css/bootstrap.min.css"),
     "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js":

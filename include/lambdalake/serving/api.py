@@ -33,11 +33,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, SecretStr
 
 from lambdalake.batch.late_arrivals import LateArrivals
+from lambdalake.quality.docs import CDN_ASSETS, local_name
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import recent
 from lambdalake.quality.verdict import LAYERS
@@ -151,6 +154,23 @@ class Refresher:
                 log.debug("looking for a real-time commit failed: %s", error)
 
 
+DOCS_ASSETS = "/docs-assets"
+"""Where the API serves the web assets setup fetched (Swagger UI's among them)."""
+
+
+def offline_swagger_ui(title: str) -> HTMLResponse:
+    """FastAPI's Swagger UI page with each CDN URL it loads replaced by its local copy (a
+    FastAPI that loads another URL fails here, in ``CDN_ASSETS``, rather than go online)."""
+    default = {name: get_swagger_ui_html.__kwdefaults__[name]  # type: ignore[index]
+               for name in ("swagger_js_url", "swagger_css_url", "swagger_favicon_url")}
+    local = {name: f"{DOCS_ASSETS}/{local_name(*CDN_ASSETS[url])}"
+             for name, url in default.items()}
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json", title=f"{title} - Swagger UI",
+        swagger_js_url=local["swagger_js_url"], swagger_css_url=local["swagger_css_url"],
+        swagger_favicon_url=local["swagger_favicon_url"])
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API over the lake ``settings`` names (the stack runs ``uvicorn --factory``)."""
     settings = settings or get_settings()
@@ -169,8 +189,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         refresher.stop()
 
-    app = FastAPI(title="lambdalake query API", lifespan=lifespan,
+    app = FastAPI(title="lambdalake query API", lifespan=lifespan, docs_url=None,
                   description="Merged batch + real-time views of the lambdalake platform.")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=settings.web_assets_dir, check_dir=False),
+              name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        """Swagger UI, loaded from the copies setup fetched (``vendor_assets``): it works
+        where the machine reaches no CDN."""
+        return offline_swagger_ui(app.title)
     guarded = APIRouter(dependencies=[Depends(token_guard(settings.serving.api_token))],
                         responses=NO_TOKEN)
 

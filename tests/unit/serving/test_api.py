@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -127,3 +129,28 @@ def test_health_and_the_openapi_document_stay_open(guarded_client: TestClient) -
 def test_production_refuses_to_serve_without_a_token(make_settings: MakeSettings) -> None:
     with pytest.raises(MissingSecret, match="LAMBDALAKE_SERVING__API_TOKEN"):
         create_app(make_settings(environment="production"))
+
+
+def test_the_interactive_docs_load_only_the_assets_setup_fetched(
+    make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    """``/docs`` names no URL beyond the API itself, and each asset it names is served from
+    the web assets dir (setup fills it from the npm registry, as for Data Docs)."""
+    from lambdalake.quality.docs import CDN_ASSETS, local_name
+
+    assets = tmp_path / "web-assets"
+    for spec, path in CDN_ASSETS.values():
+        (assets / local_name(spec, path)).parent.mkdir(parents=True, exist_ok=True)
+        (assets / local_name(spec, path)).write_text(f"/* {spec} {path} */")
+    with TestClient(create_app(make_settings(web_assets_dir=assets))) as client:
+        page = client.get("/docs")
+        assert page.status_code == 200
+        loaded = re.findall(r"""(?:src|href|url)\s*[:=]\s*['"]([^'"]+)['"]""", page.text)
+        assert sorted(set(loaded)) == [
+            "/docs-assets/swagger-ui-dist@5.35.0/favicon-32x32.png",
+            "/docs-assets/swagger-ui-dist@5.35.0/swagger-ui-bundle.js",
+            "/docs-assets/swagger-ui-dist@5.35.0/swagger-ui.css", "/openapi.json"]
+        assert "http" not in page.text  # no CDN left, no absolute URL at all
+        for url in loaded:
+            assert client.get(url).status_code == 200, url
+        assert client.get("/docs-assets/../secrets/x").status_code == 404
