@@ -37,17 +37,20 @@ def cmd_setup(settings: Settings, _args: argparse.Namespace) -> int:
 
 def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
     from lambdalake.operations.platform import Platform
+    from lambdalake.stack.airflow import ADMIN_PASSWORD
+    from lambdalake.stack.secrets import secrets_dir
 
     platform = Platform(settings)
     seconds = platform.up()
     af = settings.airflow
     print(f"\nlambdalake is up ({seconds:.1f}s).")
     if settings.environment == "local" and af.admin_password is None:
-        login = f"{af.admin_user} / {platform.airflow.admin_password}"
-        where = f"(local dev login, generated once, kept in {settings.state_dir / 'secrets'})"
+        where = (f"(password in {secrets_dir(settings) / ADMIN_PASSWORD}: local dev, "
+                 "generated once)")
     else:
-        login, where = af.admin_user, "(password from LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD)"
-    print(f"  Airflow UI    {af.base_url}   login: {login}")
+        where = "(password from LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD)"
+    # a secret is never printed: this output lands in terminals' scrollback and CI logs
+    print(f"  Airflow UI    {af.base_url}   login: {af.admin_user}")
     print(f"                {where}")
     print(f"  Kafka         {settings.kafka.bootstrap_servers}")
     print(f"  Schemas       {settings.registry.client_config()['url']} (Confluent-compatible)")

@@ -207,6 +207,8 @@ def run_demo(settings: Settings, count: int, seed: int | None,
     as it ends (``lambdalake demo`` prints them); returns what it did."""
     from lambdalake.ingest.completeness import entity_topics
     from lambdalake.speed.service import wait_speed_caught_up
+    from lambdalake.stack.airflow import ADMIN_PASSWORD
+    from lambdalake.stack.secrets import secrets_dir
     from lambdalake.streaming.service import topic_end_offsets
 
     has_reference = any(topic_end_offsets(settings, topics=entity_topics(settings)).values())
@@ -226,7 +228,7 @@ def run_demo(settings: Settings, count: int, seed: int | None,
     quality_summary(settings, echo)
     af = settings.airflow
     echo(f"\nAirflow UI {af.base_url}/dags/{BATCH_DAG} (login {af.admin_user}, password in "
-         f"{settings.state_dir / 'secrets' / 'airflow-admin-password'} in local dev)")
+         f"{secrets_dir(settings) / ADMIN_PASSWORD} in local dev)")
     echo("every layer's freshness: make status     the same queries: "
          ".venv/bin/lambdalake query page_traffic --where page=/page/1")
     return plan

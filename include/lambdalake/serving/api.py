@@ -252,12 +252,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @guarded.get("/freshness")
     def freshness() -> dict[str, Any]:
-        """Per view: where batch ends, how recent real-time is, the speed layer's state."""
-        now = datetime.now(UTC)
+        """Per view: where batch ends, how recent real-time is, the speed layer's state.
+        Ages are measured after the snapshots are read, so none is negative however the
+        refresher races this request."""
+        snapshots = {name: store.get(name) for name in sorted(views)}
         speed = speed_status(settings).get("views", {})
         waiting = {w.view: w for w in late_arrivals.recent(settings.serving.late_rows_look_seconds)}
-        return {name: view_freshness(store.get(name), speed.get(name, {}), now, waiting[name])
-                for name in sorted(views)}
+        now = datetime.now(UTC)
+        return {name: view_freshness(snapshot, speed.get(name, {}), now, waiting[name])
+                for name, snapshot in snapshots.items()}
 
     @guarded.get("/quality/results", responses=BAD_QUERY)
     def quality_results(

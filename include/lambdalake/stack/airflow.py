@@ -28,6 +28,8 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
 EXECUTOR = "lambdalake.orchestration.executor.WarmLocalExecutor"
 """LocalExecutor whose workers start with the Spark steps' libraries imported."""
+ADMIN_PASSWORD = "airflow-admin-password"
+"""The local dev admin password's file under the secrets dir (generated once, mode 0600)."""
 
 
 def airflow_executable() -> str:
@@ -62,7 +64,7 @@ class Airflow:
     @property
     def admin_password(self) -> str:
         return local_secret(
-            self.settings, "airflow-admin-password", self.settings.airflow.admin_password
+            self.settings, ADMIN_PASSWORD, self.settings.airflow.admin_password
         )
 
     def environment(self) -> dict[str, str]:

@@ -154,3 +154,21 @@ def test_the_interactive_docs_load_only_the_assets_setup_fetched(
         for url in loaded:
             assert client.get(url).status_code == 200, url
         assert client.get("/docs-assets/../secrets/x").status_code == 404
+
+
+def test_freshness_ages_are_never_negative_when_a_refresh_races_the_request(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresher may swap in a snapshot taken while ``/freshness`` is answering: its age
+    is measured after it was read."""
+    from lambdalake.serving.snapshot import SnapshotStore
+
+    take_anew = SnapshotStore.get
+
+    def refreshed_just_now(store: SnapshotStore, view_name: str):  # type: ignore[no-untyped-def]
+        store.refresh()
+        return take_anew(store, view_name)
+
+    monkeypatch.setattr(SnapshotStore, "get", refreshed_just_now)
+    ages = [fresh["snapshot_age_seconds"] for fresh in client.get("/freshness").json().values()]
+    assert len(ages) == 5 and min(ages) >= 0, ages

@@ -70,3 +70,18 @@ def test_up_makes_the_state_dir_its_owners_alone_before_it_starts_anything(
     platform.components = [Component()]
     platform.up(echo=lambda _: None)
     assert modes_at_start == [0o700]
+
+
+def test_make_up_names_where_the_admin_password_is_never_the_password(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lambdalake.cli.main import build_parser
+    from lambdalake.cli.stack import cmd_up
+    from lambdalake.operations.platform import Platform
+
+    monkeypatch.setattr(Platform, "up", lambda self: 0.0)  # the stack itself is not started
+    password = Airflow(settings).admin_password
+    assert cmd_up(settings, build_parser().parse_args(["up"])) == 0
+    shown = capsys.readouterr().out
+    assert password not in shown
+    assert f"password in {settings.state_dir / 'secrets' / 'airflow-admin-password'}" in shown
