@@ -34,11 +34,10 @@ from typing import Any
 from bench.harness.airflow_runs import (
     DAG_ID,
     backfill,
-    exported,
     first_hour,
+    fresh_stack,
     hourly_runs,
     produce_hours,
-    stack_environment,
     wait_until_idle,
 )
 from bench.harness.common import ResourceSampler, Result
@@ -81,17 +80,11 @@ def run(settings: Settings, profile: str) -> list[Result]:
     del settings  # this benchmark runs a whole stack of its own
     hours = HOURS[profile]
     start = first_hour(hours)
-    with exported(stack_environment(start, "connect")):
-        platform = Platform(Settings())
-        platform.clean()
-        platform.up()
-        try:
-            produced = produce_hours(platform.settings, start, hours)
-            connect = measure_path(platform, start, hours)
-            platform = restart_airflow(platform, "driver")
-            driver = measure_path(platform, start, DRIVER_BACKFILL_HOURS[profile])
-        finally:
-            platform.down()
+    with fresh_stack(start) as platform:
+        produced = produce_hours(platform.settings, start, hours)
+        connect = measure_path(platform, start, hours)
+        restarted = restart_airflow(platform, "driver")
+        driver = measure_path(restarted, start, DRIVER_BACKFILL_HOURS[profile])
     connect_run = statistics.median(r["run"] for r in connect["runs"])
     driver_run = statistics.median(r["run"] for r in driver["runs"])
     details = {"events": produced, "hours": hours, "connect": connect, "driver": driver}

@@ -30,16 +30,13 @@ from bench.harness.airflow_runs import (
     DAG_ID,
     TASKS,
     backfill,
-    exported,
     first_hour,
+    fresh_stack,
     hourly_runs,
     produce_hours,
-    stack_environment,
     wait_until_idle,
 )
-from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient, admin_client
-from lambdalake.settings import Settings
 
 ROLES = (("SparkConnectServer", "spark-connect server"), ("kafka.Kafka", "kafka"),
          ("postgres", "postgres"), ("airflow scheduler", "airflow scheduler"),
@@ -135,24 +132,18 @@ def main() -> None:
     arguments = parser.parse_args()
     hours = arguments.hours
     start = first_hour(hours)
-    with exported(stack_environment(start, "connect")):
-        platform = Platform(Settings())
-        platform.clean()
-        platform.up()
-        try:
-            produce_hours(platform.settings, start, hours)
-            client = admin_client(platform.settings)
-            client.wait_for_dag(DAG_ID)
-            client.unpause(DAG_ID)
-            wait_until_idle(client)
-            hourly_runs(client, [start])  # warms the server's JIT; replaced by the backfill
-            for dag_id in arguments.pause:
-                client.pause(dag_id)
-            with CpuByRole() as cpu:
-                filled = backfill(client, start, hours)
-            timeline = task_timeline(client)
-        finally:
-            platform.down()
+    with fresh_stack(start) as platform:
+        produce_hours(platform.settings, start, hours)
+        client = admin_client(platform.settings)
+        client.wait_for_dag(DAG_ID)
+        client.unpause(DAG_ID)
+        wait_until_idle(client)
+        hourly_runs(client, [start])  # warms the server's JIT; replaced by the backfill
+        for dag_id in arguments.pause:
+            client.pause(dag_id)
+        with CpuByRole() as cpu:
+            filled = backfill(client, start, hours)
+        timeline = task_timeline(client)
     paused = f", paused: {', '.join(arguments.pause)}" if arguments.pause else ""
     print(f"\nbackfill: {filled}; sampled {cpu.wall:.0f} s{paused}")
     for name, seconds in cpu.seconds().most_common():

@@ -18,6 +18,7 @@ from typing import Any
 from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
+from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.settings import Settings, isolated_environment
 
@@ -59,6 +60,20 @@ def exported(environment: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextmanager
+def fresh_stack(start: datetime) -> Iterator[Platform]:
+    """A whole stack from empty state for hourly runs from ``start`` (its settings exported,
+    batch tasks on the Connect server), stopped afterwards whatever happened."""
+    with exported(stack_environment(start, "connect")):
+        platform = Platform(Settings())
+        platform.clean()
+        platform.up()
+        try:
+            yield platform
+        finally:
+            platform.down()  # by pid files: a Platform made again in between stops alike
 
 
 def produce_hours(settings: Settings, start: datetime, hours: int) -> int:

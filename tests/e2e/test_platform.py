@@ -46,6 +46,7 @@ from lambdalake.stack.airflow import airflow_executable
 from lambdalake.stack.process import ManagedProcess
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
+from tests.support.browser import CHROMIUM, fenced_page
 from tests.support.contracts import contracts_with_page_view_v2
 from tests.support.ground_truth import (
     bounds_as_of_processing,
@@ -76,7 +77,6 @@ STACK_ENV = {**isolated_environment("test-platform", slot=2),
              "LAMBDALAKE_LAKE__OBJECT_STORE__SERVE": "true",
              # small segments, so the log cleaner has closed ones to compact
              "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500"}
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -561,29 +561,12 @@ def test_the_query_apis_interactive_docs_work_with_the_network_blocked(
 ) -> None:
     """Chromium opens the query API's ``/docs`` with every request beyond loopback refused:
     Swagger UI renders the API's operations from the copy setup fetched."""
-    from playwright.sync_api import Route, sync_playwright
-
-    refused: list[str] = []
-
-    def loopback_only(route: Route) -> None:
-        if is_loopback_url(route.request.url):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.route("**/*", loopback_only)
-            page.goto(f"{platform.settings.serving.base_url}/docs")
-            page.locator(".opblock-summary-path", has_text="/views/{view}/rows").wait_for(
-                timeout=30_000)
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "query-api-docs.png"), full_page=True)
-        finally:
-            browser.close()
+    with fenced_page(is_loopback_url) as (page, refused):
+        page.goto(f"{platform.settings.serving.base_url}/docs")
+        page.locator(".opblock-summary-path", has_text="/views/{view}/rows").wait_for(
+            timeout=30_000)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "query-api-docs.png"), full_page=True)
     assert refused == [], f"/docs asked beyond loopback: {refused}"
 
 

@@ -47,11 +47,11 @@ from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition, load_views
+from tests.support.browser import fenced_page
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 SCREENSHOTS = PROJECT_ROOT / "test-artifacts"
 # fixed date: the tests build their Kafka rows with timestamps of their own (KAFKA_SCHEMA)
 # and gate slices they name; no age or now comparison reaches them
@@ -264,7 +264,6 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
 ) -> None:
     """Debian's chromium opens the recorded page from disk; every request that is not a
     local file is refused and listed, so a single CDN load fails the test."""
-    from playwright.sync_api import Route, sync_playwright
     from pyspark.sql import functions as F
 
     from lambdalake.quality.docs import docs_dir, record_with_pages, vendor_assets
@@ -274,34 +273,21 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
     bad = view_rows(spark, lake, view).withColumn("revenue", F.col("revenue") - 100_000)
     record_with_pages([validate_view_frame(bad, view, START, END)], lake, run_id="docs-test")
     page = docs_dir(lake) / read_results(lake)[-1]["docs"]
-    refused: list[str] = []
-
-    def local_files_only(route: Route) -> None:
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 900})
-            tab.route("**/*", local_files_only)
-            failed: list[str] = []
-            tab.on("requestfailed", lambda request: failed.append(request.url))
-            tab.goto(page.as_uri(), wait_until="load")
-            tab.evaluate("document.fonts.ready")
-            styled = tab.evaluate("""() => ({
-                bootstrap: getComputedStyle(document.body).fontFamily,
-                jquery: typeof window.jQuery,
-                table: typeof (window.jQuery && window.jQuery.fn.bootstrapTable),
-                icons: document.fonts.check('900 16px "Font Awesome 6 Free"'),
-                text: document.body.innerText})""")
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            tab.screenshot(path=str(SCREENSHOTS / "data-docs-page.png"), full_page=True)
-        finally:
-            browser.close()
+    local_files_only = fenced_page(lambda url: url.startswith("file://"),
+                                   viewport={"width": 1400, "height": 900})
+    with local_files_only as (tab, refused):
+        failed: list[str] = []
+        tab.on("requestfailed", lambda request: failed.append(request.url))
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.evaluate("document.fonts.ready")
+        styled = tab.evaluate("""() => ({
+            bootstrap: getComputedStyle(document.body).fontFamily,
+            jquery: typeof window.jQuery,
+            table: typeof (window.jQuery && window.jQuery.fn.bootstrapTable),
+            icons: document.fonts.check('900 16px "Font Awesome 6 Free"'),
+            text: document.body.innerText})""")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=str(SCREENSHOTS / "data-docs-page.png"), full_page=True)
     assert refused == [] and failed == [], (refused, failed)
     assert "-apple-system" in styled["bootstrap"]  # Bootstrap's font stack: its CSS applied
     assert (styled["jquery"], styled["table"]) == ("function", "function")
