@@ -58,13 +58,15 @@ def interval(result: dict[str, Any]) -> str:
 
 
 def latest_per_subject(results: list[dict[str, Any]]) -> str:
-    """One row per (layer, subject): newest verdict, a trend of recent ones, failures."""
+    """One row per (layer, subject): its newest data interval and the verdict last recorded
+    for it (a restatement of an older interval, recorded later, does not take its place),
+    a trend of the recent verdicts in the order they were recorded, failures."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for result in recent(results, limit=len(results)):  # newest first
         groups.setdefault((result["layer"], result["subject"]), []).append(result)
     rows = []
     for (layer, subject), group in sorted(groups.items()):
-        newest = group[0]
+        newest = max(group, key=lambda r: (r["end"], r["start"]))  # ties: the last recorded
         trend = "".join(
             f'<span class="mark {status(r)}" title="{escape(interval(r))}: '
             f'{escape(verdict(r))}"></span>' for r in reversed(group[:TREND_LENGTH]))
@@ -74,7 +76,7 @@ def latest_per_subject(results: list[dict[str, Any]]) -> str:
             f"<td>{escape(interval(newest))}</td>"
             f'<td class="{status(newest)}">{escape(verdict(newest))}</td>'
             f"<td>{trend}</td><td>{failed} of {len(group)}</td></tr>")
-    return _table(["layer", "subject", "newest interval", "newest verdict",
+    return _table(["layer", "subject", "newest interval", "its verdict",
                    f"last {TREND_LENGTH} (oldest → newest)", "failed"], rows)
 
 

@@ -3,6 +3,7 @@ depends on the authentication it is given (the plugin gives Airflow's)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -83,3 +84,16 @@ def test_every_route_needs_the_authentication_it_was_given(client: TestClient) -
     for path in ("/", "/runs/d/r"):
         assert client.get(path, headers={"Authorization": ""}).status_code == 401
         assert client.get(path).status_code == 200
+
+
+def test_the_newest_interval_is_the_newest_in_event_time_not_the_last_recorded(
+    client: TestClient, settings: Settings
+) -> None:
+    restated = GateResult("batch", "product_sales", HOUR.replace(hour=8), HOUR.replace(hour=9),
+                          True, [], [], 17, 40)
+    record(restated, settings, run_id="restate__08")  # recorded after 10:00 and 11:00
+    page = client.get("/").text
+    row = page[page.index("<td>product_sales</td>"):].split("</tr>")[0]
+    newest, its_verdict = re.findall(r"<td[^>]*>([^<]*)</td>", row)[1:3]
+    assert (newest, its_verdict) == ("2026-11-20 11:00 – 2026-11-20 12:00",
+                                     "FAILED: amount_not_negative")
