@@ -80,29 +80,51 @@ def latest_per_subject(results: list[dict[str, Any]]) -> str:
                    f"last {TREND_LENGTH} (oldest → newest)", "failed"], rows)
 
 
-def failing_expectations(results: list[dict[str, Any]], limit: int = 30) -> str:
-    """Every critical failure and warning of the newest results, with sample values."""
+OUTCOMES = {"critical": ("critical_failures", "failed", "No failing expectations."),
+            "warning": ("warnings", "warning", "No warnings.")}
+
+
+def expectation_outcomes(results: list[dict[str, Any]], severity: str,
+                         limit: int = 30) -> str:
+    """The results' outcomes of one ``severity`` (``critical``: what failed a gate;
+    ``warning``), newest first, one row per slice, interval and expectation: a check that
+    warned on the same interval at every run is one row that says how often."""
+    field, css, none = OUTCOMES[severity]
+    found: dict[tuple[str, ...], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for result in recent(results, limit=len(results)):  # newest first
+        for outcome in result[field]:
+            key = (result["layer"], result["subject"], result["start"], result["end"],
+                   outcome["check"])
+            found.setdefault(key, []).append((result, outcome))
     rows = []
-    for result in recent(results, limit=len(results)):
-        for severity, outcomes in (("critical", result["critical_failures"]),
-                                   ("warning", result["warnings"])):
-            for outcome in outcomes:
-                found = (outcome.get("error") or
-                         (f"{outcome['unexpected_count']} unexpected"
-                          if outcome.get("unexpected_count") is not None
-                          else f"observed {outcome.get('observed')}"))
-                samples = ", ".join(escape(repr(s)) for s in outcome.get("samples") or [])
-                css = "failed" if severity == "critical" else "warning"
-                rows.append(
-                    f"<tr><td>{escape(result['layer'])} {escape(result['subject'])}</td>"
-                    f"<td>{escape(interval(result))}</td>"
-                    f'<td class="{css}">{severity}</td><td><code>{escape(outcome["check"])}'
-                    f"</code><br><span class=muted>{escape(outcome.get('rule') or '')}</span>"
-                    f"</td><td>{escape(str(found))}</td><td>{samples}</td></tr>")
+    for repeats in list(found.values())[:limit]:
+        result, outcome = repeats[0]
+        seen = (outcome.get("error") or
+                (f"{outcome['unexpected_count']} unexpected"
+                 if outcome.get("unexpected_count") is not None
+                 else f"observed {outcome.get('observed')}"))
+        times = f" <span class=muted>({len(repeats)} times)</span>" if len(repeats) > 1 else ""
+        rows.append(
+            f"<tr><td>{escape(result['layer'])} {escape(result['subject'])}</td>"
+            f"<td>{escape(interval(result))}</td>"
+            f'<td class="{css}">{severity}</td><td><code>{escape(outcome["check"])}'
+            f"</code>{times}<br><span class=muted>{escape(outcome.get('rule') or '')}</span>"
+            f"</td><td>{escape(str(seen))}</td><td>{samples_html(outcome.get('samples'))}</td>"
+            "</tr>")
     if not rows:
-        return "<p class=passed>No failing expectations.</p>"
-    return _table(["slice", "interval", "severity", "expectation", "found", "samples"],
-                  rows[:limit])
+        return f'<p class="{"passed" if severity == "critical" else "muted"}">{none}</p>'
+    return _table(["slice", "interval", "severity", "expectation", "found", "samples"], rows)
+
+
+def samples_html(samples: list[Any] | None) -> str:
+    """Sample values as a small table when they are rows (dicts), else a list of values."""
+    samples = samples or []
+    if samples and all(isinstance(sample, dict) for sample in samples):
+        columns = list(dict.fromkeys(key for sample in samples for key in sample))
+        return _table(columns, ["<tr>" + "".join(f"<td>{escape(str(sample.get(c)))}</td>"
+                                                 for c in columns) + "</tr>"
+                                for sample in samples])
+    return ", ".join(f"<code>{escape(str(sample))}</code>" for sample in samples)
 
 
 def validations(results: list[dict[str, Any]], docs_url: str = "docs") -> str:
@@ -178,7 +200,9 @@ def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50,
     newest = recent(results, limit=limit)
     return _page("Data quality", (
         "<h2>Per layer and subject</h2>" + latest_per_subject(results) + late
-        + "<h2>Failing expectations (newest first)</h2>" + failing_expectations(newest)
+        + "<h2>Failing expectations (newest first)</h2>"
+        + expectation_outcomes(newest, "critical")
+        + "<h2>Warnings (newest first)</h2>" + expectation_outcomes(newest, "warning")
         + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
         + validations(newest, docs_url)))
 
@@ -218,7 +242,9 @@ def create_quality_app(
         title = f"Data quality of {dag_id} run {run_id}"
         if not results:
             return _page(title, "<p class=muted>This run recorded no validation.</p>")
-        return _page(title, failing_expectations(results) + "<h2>Validations</h2>"
+        return _page(title, "<h2>Failing expectations</h2>"
+                     + expectation_outcomes(results, "critical") + "<h2>Warnings</h2>"
+                     + expectation_outcomes(results, "warning") + "<h2>Validations</h2>"
                      + validations(results, _docs_url(request)))
 
     @app.get("/docs/{page:path}")

@@ -97,3 +97,21 @@ def test_the_newest_interval_is_the_newest_in_event_time_not_the_last_recorded(
     newest, its_verdict = re.findall(r"<td[^>]*>([^<]*)</td>", row)[1:3]
     assert (newest, its_verdict) == ("2026-11-20 11:00 – 2026-11-20 12:00",
                                      "FAILED: amount_not_negative")
+
+
+def test_failures_and_warnings_are_apart_and_a_repeated_warning_is_one_row(
+    client: TestClient, settings: Settings
+) -> None:
+    drift = ExpectationOutcome("serving_drift", "expect_column_max_to_be_between", "drift",
+                               "warning", "drift <= 0.1", 0.55, None,
+                               [{"window": "10:00", "batch": 237, "realtime": 153}])
+    for run in range(3):  # the serving DAG warns on the same interval at each of its runs
+        record(GateResult("serving", "page_traffic", HOUR, HOUR.replace(hour=11), True, [],
+                          [drift], 4, 12), settings, run_id=f"serving__{run}")
+    page = client.get("/").text
+    failing = page[page.index("<h2>Failing expectations"):page.index("<h2>Warnings")]
+    warnings = page[page.index("<h2>Warnings"):page.index("<h2>Recent validations")]
+    assert "amount_not_negative" in failing and "serving_drift" not in failing
+    assert warnings.count("<code>serving_drift</code>") == 1 and "(3 times)" in warnings
+    assert "<th>batch</th>" in warnings and "<td>237</td>" in warnings  # samples as a table
+    assert "{&#x27;" not in page and "{'" not in page  # no Python dict repr
