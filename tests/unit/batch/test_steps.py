@@ -30,6 +30,18 @@ def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
     assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness
 
 
+def test_a_run_triggered_now_with_the_forms_defaults_covers_the_last_whole_interval() -> None:
+    """Airflow gives a manual run with the form's default logical date ("now") the data
+    interval that ends then: [18:50, 19:50) is the hour [18:00, 19:00)."""
+    triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
+    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", 3600)
+    assert (plan.start, plan.end) == (datetime(2026, 11, 20, 18, tzinfo=UTC),
+                                      datetime(2026, 11, 20, 19, tzinfo=UTC))
+    daily = plan_batch_run({}, triggered - timedelta(days=1), triggered, "manual__y", 86400)
+    assert (daily.start, daily.end) == (datetime(2026, 11, 19, tzinfo=UTC),
+                                        datetime(2026, 11, 20, tzinfo=UTC))
+
+
 def test_the_trigger_form_overrides_interval_and_views() -> None:
     params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T06:00:00+00:00",
               "views": ["funnel"]}
