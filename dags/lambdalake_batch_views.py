@@ -96,7 +96,7 @@ def lambdalake_batch_views() -> None:
         bronze version it gated is the one compute reads."""
         from lambdalake.batch.steps import BatchPlan, gate_bronze
 
-        return gate_bronze(settings, BatchPlan.from_xcom(planned))
+        return gate_bronze(BatchPlan.from_xcom(planned))
 
     @spark_task
     def compute(planned: dict[str, Any], bronze_version: int | None) -> list[dict[str, Any]]:

@@ -11,6 +11,9 @@ bronze layer is bronze's events of the interval, then the records quarantined am
 that arrived in it, then the history of each reference entity a view joins); each prints
 one summary line, then one line per failing expectation with sample values; the step's
 results are recorded in the history in one commit (``lambdalake.quality.history``). The
+bronze layer is validated as of one version (``--bronze-version``; default: the newest
+when the step starts), which it prints first (``gated bronze version N``): the batch run's
+compute reads that version. The
 exit status is 0 if every gate passed; 3 (``DATA_REJECTED_EXIT``) if the data failed a
 critical check and every gate could validate (the batch DAG then fails the task without
 retries: the data would fail again); 1 if a gate could not validate (a lost server, an
@@ -85,6 +88,8 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         args_parser.error("--views and --table-path are for --layer batch")
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
+    from lambdalake.batch.written import gated_bronze_line
+    from lambdalake.lake.delta_rs import table_exists, table_version
     from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
     from lambdalake.quality.baseline import usual_row_count
     from lambdalake.quality.docs import record_with_pages
@@ -101,6 +106,11 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     from lambdalake.views.catalog import current_table_path
 
     history = read_row_counts(settings, args.layer)
+    bronze = settings.table_path(BRONZE_TABLE)
+    if args.layer == "bronze" and args.bronze_version is None and table_exists(bronze):
+        args.bronze_version = table_version(bronze)  # what the run's compute reads, no other
+    if args.layer == "bronze" and args.bronze_version is not None:
+        print(gated_bronze_line(args.bronze_version), flush=True)
 
     def usual(layer: str, subject: str) -> tuple[int | None, int | None]:
         return usual_row_count(history, layer, subject, args.start, args.end, settings.quality)

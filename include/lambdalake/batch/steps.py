@@ -123,21 +123,20 @@ def completeness_moment(plan: BatchPlan) -> datetime:
     return plan.end + timedelta(seconds=max(views[n].lateness_seconds for n in plan.views))
 
 
-def gate_bronze(settings: Settings, plan: BatchPlan) -> int | None:
-    """Validate the interval's bronze rows as of bronze's version now, and return it: the
-    run computes that version and no other, so rows that reach bronze after the gate are
-    not computed ungated (they are late rows of the slice, restated in a later run). A full
-    reprocess reads slices gated before: None."""
-    from lambdalake.lake.bronze import BRONZE_TABLE
-    from lambdalake.lake.delta_rs import table_version
+def gate_bronze(plan: BatchPlan) -> int | None:
+    """Validate the interval's bronze rows as of bronze's version when the gate step
+    starts, and return that version (the step pins and prints it): the run computes it and
+    no other, so rows that reach bronze after the gate are not computed ungated (they are
+    late rows of the slice, restated in a later run). A full reprocess reads slices gated
+    before: None. (The task process itself never opens a Delta table: delta-rs's runtime
+    does not survive the fork that starts the step.)"""
+    from lambdalake.batch.written import parse_gated_bronze
 
     if plan.full_reprocess:
         log.info("full reprocess: every bronze interval was gated when it was first computed")
         return None
-    version = table_version(settings.table_path(BRONZE_TABLE))
-    run_gate(["--layer", "bronze", *plan.interval_args, "--bronze-version", str(version),
-              "--run-id", plan.run_id])
-    return version
+    return parse_gated_bronze(
+        run_gate(["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id]))
 
 
 def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]:
@@ -170,12 +169,12 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
             "--run-id", plan.run_id])
 
 
-def run_gate(args: list[str]) -> None:
+def run_gate(args: list[str]) -> list[str]:
     """Run the gate step ``spark_jobs/validate.py``. Data that failed its critical checks
     fails the task at once (``AirflowFailException``): a retry would read the same data, so
     only a gate that could not validate (a lost server, a crash) gets the task's retries."""
     try:
-        run_spark_job("validate", args)
+        return run_spark_job("validate", args)
     except SparkJobFailed as failed:
         if failed.exit_code != DATA_REJECTED_EXIT:
             raise

@@ -40,6 +40,24 @@ class SliceWritten:
         return RESULT_PREFIX + json.dumps(self.to_xcom())
 
 
+GATED_BRONZE_PREFIX = "gated bronze version "
+"""The line the bronze gate step prints: the bronze version it validated, which the run's
+``compute`` reads and no other."""
+
+
+def gated_bronze_line(version: int) -> str:
+    return f"{GATED_BRONZE_PREFIX}{version}"
+
+
+def parse_gated_bronze(lines: list[str]) -> int:
+    """The bronze version a gate step's output says it validated."""
+    found = [int(line[len(GATED_BRONZE_PREFIX):]) for line in lines
+             if line.startswith(GATED_BRONZE_PREFIX)]
+    if len(found) != 1:
+        raise ValueError(f"the bronze gate reported {len(found)} gated versions, not one")
+    return found[0]
+
+
 def parse_results(lines: list[str]) -> list[SliceWritten]:
     """The slices a Spark step's output reports (its ``result`` lines)."""
     return [SliceWritten.from_xcom(json.loads(line[len(RESULT_PREFIX):])) for line in lines

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lambdalake.batch.recompute import recompute_views
+from lambdalake.batch.written import gated_bronze_line
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.generator.traffic import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
 from lambdalake.lake.bronze import (
+    BRONZE_TABLE,
     count_bronze_arrivals,
     read_bronze_interval,
     read_bronze_rows,
@@ -27,6 +29,7 @@ from lambdalake.lake.bronze import (
     read_quarantine_rows,
     write_micro_batch,
 )
+from lambdalake.lake.delta_rs import table_version
 from lambdalake.lake.ledger import BatchLedger
 from lambdalake.lake.reference import HISTORY_TABLE
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
@@ -510,7 +513,10 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
 ) -> None:
     validate = load_entry_point()
     assert validate.main(["--layer", "bronze", *WINDOW, "--run-id", "r-1"], lake) == 0
-    assert "gate bronze [2026-11-20 10:00, 2026-11-20 11:00): passed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "gate bronze [2026-11-20 10:00, 2026-11-20 11:00): passed" in out
+    bronze_now = table_version(lake.table_path(BRONZE_TABLE))  # what the run computes
+    assert out.splitlines()[0] == gated_bronze_line(bronze_now)
     assert validate.main(["--layer", "batch", "--views", "page_traffic", "--table-path",
                           broken_table, *WINDOW, "--run-id", "r-2"], lake) == DATA_REJECTED_EXIT
     out = capsys.readouterr().out

@@ -14,7 +14,6 @@ from lambdalake.batch import steps
 from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
 from lambdalake.batch.written import SliceWritten, parse_results
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
-from lambdalake.settings import Settings
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -121,24 +120,23 @@ def test_a_gate_that_could_not_validate_keeps_the_tasks_retries(
     assert e.value.exit_code == 1 and not isinstance(e.value, AirflowFailException)
 
 
-def test_compute_reads_the_bronze_version_its_gate_validated_not_a_newer_one(
-    lake: Settings, monkeypatch: pytest.MonkeyPatch
+def test_compute_reads_the_bronze_version_its_gate_step_reported(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import pyarrow as pa
-    from deltalake import write_deltalake
+    """The bronze gate step pins bronze's version and prints it; compute gets that version,
+    whatever reached bronze since (the task process opens no Delta table itself)."""
+    from lambdalake.batch.written import gated_bronze_line
 
-    from lambdalake.lake.bronze import BRONZE_TABLE
-
-    bronze = lake.table_path(BRONZE_TABLE)
-    write_deltalake(bronze, pa.table({"event_id": ["a"]}))
     steps_run: list[list[str]] = []
-    monkeypatch.setattr(steps, "run_spark_job",
-                        lambda job, args: steps_run.append([job, *args]) or [])
-    plan = plan_batch_run({"start": None, "end": None, "views": ["page_traffic"]}, START, END,
-                          "scheduled__1")
-    gated = steps.gate_bronze(lake, plan)
-    write_deltalake(bronze, pa.table({"event_id": ["b"]}), mode="append")  # arrives between
+
+    def spark_step(job: str, args: list[str]) -> list[str]:
+        steps_run.append([job, *args])
+        return ["gate bronze [...]: passed", gated_bronze_line(41)] if job == "validate" else []
+
+    monkeypatch.setattr(steps, "run_spark_job", spark_step)
+    plan = plan_batch_run({"views": ["page_traffic"]}, START, END, "scheduled__1")
+    gated = steps.gate_bronze(plan)
     steps.compute(plan, gated)
     [gate, recompute] = steps_run
-    pinned = [args[args.index("--bronze-version") + 1] for args in steps_run]
-    assert (gate[0], recompute[0], gated, pinned) == ("validate", "batch_views", 0, ["0", "0"])
+    assert "--bronze-version" not in gate  # the step pins it when it starts
+    assert (gated, recompute[recompute.index("--bronze-version") + 1]) == (41, "41")
