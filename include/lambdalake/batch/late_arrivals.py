@@ -14,8 +14,8 @@ finds those rows per view and window without scanning bronze:
    version than the file's;
 2. a window published anew since the previous look (a scheduled run, a backfill, a
    restatement, a full reprocess) is checked against the commits after its new version
-   up to the previous look's: a run pins its bronze version when it starts, so commits
-   made while it ran are late for it;
+   up to the previous look's: a run pins its bronze version at its bronze gate, so
+   commits made while it ran are late for it;
 3. only the late files are read (three columns each): their rows of the view's event
    types in windows published from an older version are the rows waiting, per window,
    with their distinct event ids.
@@ -42,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -57,6 +57,9 @@ from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition
 
 STATE_FILE = "late-arrivals.json"
+WRITE_TO_COMMIT = timedelta(minutes=10)
+"""Longer than any file of bronze waits between its write and its commit: a file written
+that long before a look was in a commit the look read."""
 ANSWER_FILE = "late-rows-waiting.json"
 LOCK_FILE = "late-arrivals.lock"
 
@@ -182,7 +185,8 @@ class LateArrivals:
             self._save_answer(answer)
             return answer
         newest = table_version(self.bronze)
-        scanned, before, late = self._load()
+        looked_at = datetime.now(UTC)
+        scanned, before, late, known_by = self._load()
         published = {view.name: published_from(self.settings, view) for view in self.views}
         anew = [version for view in self.views
                 for window, version in published[view.name].items()
@@ -190,12 +194,13 @@ class LateArrivals:
         files = {(f.version, f.path): f for f in late}
         if anew:  # commits a run made while it ran, up to the previous look
             files |= {(f.version, f.path): f for f in files_added(self.bronze, min(anew), scanned)}
-        files |= {(f.version, f.path): f for f in files_added(self.bronze, scanned, newest)}
+        files |= {(f.version, f.path): f
+                  for f in files_added(self.bronze, scanned, newest, known_by)}
         indexes = {view.name: _PublishedWindows(view, published[view.name])
                    for view in self.views}
         late = [file for file in files.values()
                 if any(index.late_for(file) for index in indexes.values())]
-        self._save(newest, published, late)
+        self._save(newest, published, late, looked_at)
         answer = [self._count(view, indexes[view.name], late) for view in self.views]
         self._save_answer(answer)
         return answer
@@ -267,24 +272,28 @@ class LateArrivals:
                           since.get(start))
             for start in sorted(rows)])
 
-    def _load(self) -> tuple[int, dict[str, dict[datetime, int]], list[AddedFile]]:
-        """The previous look: its bronze version, published windows and late files."""
+    def _load(self) -> tuple[int, dict[str, dict[datetime, int]], list[AddedFile],
+                             datetime | None]:
+        """The previous look: its bronze version, published windows and late files, and by
+        when every file it read was written (its time less ``WRITE_TO_COMMIT``; None: none)."""
         try:
             state = json.loads(self.state_file.read_text())
         except (FileNotFoundError, ValueError):  # none yet, or unreadable: look from the start
-            return -1, {}, []
+            return -1, {}, [], None
         published = {view: {parse_utc(window): int(version) for window, version in windows}
                      for view, windows in state["published"].items()}
         late = [AddedFile(f["version"], f["path"], f["rows"],
                           *(parse_utc(f[key]) if f.get(key) else None
                             for key in ("first_event", "last_event", "arrived_at")))
                 for f in state["late"]]
-        return int(state["scanned_through"]), published, late
+        looked_at = state.get("looked_at")
+        known_by = parse_utc(looked_at) - WRITE_TO_COMMIT if looked_at else None
+        return int(state["scanned_through"]), published, late, known_by
 
     def _save(self, scanned_through: int, published: dict[str, dict[datetime, int]],
-              late: list[AddedFile]) -> None:
+              late: list[AddedFile], looked_at: datetime) -> None:
         replace_json(self.state_file, {
-            "scanned_through": scanned_through,
+            "scanned_through": scanned_through, "looked_at": looked_at.isoformat(),
             "published": {view: [[window.isoformat(), version]
                                  for window, version in sorted(windows.items())]
                           for view, windows in published.items()},

@@ -144,6 +144,9 @@ def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]
     build new versions for a full reprocess."""
     from lambdalake.batch.written import parse_results
 
+    if not plan.full_reprocess and bronze_version is None:
+        raise ValueError("no bronze version from gate_bronze (its XCom is gone): clear "
+                         "gate_bronze with compute, so the run computes what it gated")
     action = (["build"] if plan.full_reprocess else
               ["recompute", *plan.interval_args, "--bronze-version", str(bronze_version)])
 

@@ -41,11 +41,13 @@ def log_path(table_path: str, version: int) -> str:
     return f"{table_path.rstrip('/')}/_delta_log/{version:020d}.json"
 
 
-def files_added(table_path: str, after: int, through: int) -> list[AddedFile]:
+def files_added(table_path: str, after: int, through: int,
+                known_by: datetime | None = None) -> list[AddedFile]:
     """The data files the commits ``after`` + 1 .. ``through`` added, oldest first.
 
     Commits older than the log's retention (``delta.logRetentionDuration``) are gone from
-    it; the live files they added stand in for them (``files_of_expired_commits``)."""
+    it; the live files they added stand in for them (``files_of_expired_commits``), but
+    for those written by ``known_by`` (when commit ``after`` was read: they are older)."""
     added: list[AddedFile] = []
     seen: set[str] = set()  # every file a read commit added, data change or not
     expired, first_read = False, through + 1
@@ -55,8 +57,8 @@ def files_added(table_path: str, after: int, through: int) -> list[AddedFile]:
             with filesystem.open_input_stream(path) as commit:
                 lines = commit.read().decode().splitlines()
         except FileNotFoundError:
-            if version > after + 1 and not expired:
-                raise  # a gap after commits that were read: not what retention does
+            if first_read <= through:
+                raise  # a gap after a commit that was read: not what retention does
             expired = True
             continue
         first_read = min(first_read, version)
@@ -76,7 +78,10 @@ def files_added(table_path: str, after: int, through: int) -> list[AddedFile]:
                 parse_utc(lowest) if lowest else None, parse_utc(highest) if highest else None,
                 datetime.fromtimestamp(written / 1000, UTC) if written else None))
     if expired:
-        added[:0] = files_of_expired_commits(table_path, through, seen, first_read - 1)
+        added[:0] = [file for file in files_of_expired_commits(
+                         table_path, through, seen, first_read - 1)
+                     if known_by is None or file.arrived_at is None
+                     or file.arrived_at > known_by]
     return added
 
 

@@ -89,10 +89,7 @@ class Platform:
             stopped += [process.name for process in component.processes
                         if process.pid() is not None]
             component.stop()
-        shared = [path for path in (self.settings.jars_dir, self.settings.web_assets_dir)
-                  if path is not None]
-        left = (stragglers(self.settings.state_dir, shared)
-                if self.settings.state_dir.exists() else [])
+        left = stragglers(self.settings.state_dir)
         described = [f"straggler pid {process.pid} ({_name(process)})" for process in left]
         stop_processes(left)
         return stopped + described

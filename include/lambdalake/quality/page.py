@@ -5,9 +5,11 @@ It reads the gate results the layers record (``lambdalake.quality.history``) and
 plain HTML with inline styles — nothing is loaded from the network, so the page works
 offline. Pages:
 
-- ``/`` — the newest verdict and a trend of recent verdicts per layer and subject, the
-  late rows waiting for restatement per view and the recent restatements, the failing
-  expectations with sample unexpected values, and the recent validations;
+- ``/`` — per layer and subject the newest interval (in event time) with its verdict and
+  a trend of recent verdicts, the late rows waiting for restatement per view and the
+  recent restatements, the failing expectations and apart from them the warnings (one
+  row per slice, interval and expectation, with sample values), and the recent
+  validations;
   ``?layer=`` and ``?subject=`` narrow it;
 - ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
 - ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -43,6 +42,11 @@ def lower_priority(pid: int, niceness: int) -> None:
         Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
     except OSError:  # no autogroup here, or not permitted
         pass
+
+
+STACK_TAG = "LAMBDALAKE_STACK"
+"""The environment variable every process a stack starts carries, and all it starts in turn
+inherit (JVM children, forked workers): its state dir, which ``stragglers`` looks for."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,8 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(env) if env is not None else None,
+                env={**(env if env is not None else os.environ),
+                     STACK_TAG: str(self.run_dir.parent.resolve())},
                 cwd=cwd,
                 start_new_session=True,
                 **(as_user or {}),
@@ -212,26 +217,13 @@ class ManagedProcess:
         )
 
 
-def stragglers(state_dir: Path, shared: Sequence[Path] = ()) -> list[psutil.Process]:
-    """Processes of a stack in ``state_dir`` that no pid file names any more (a worker
-    forked while the stack stopped, a child whose parent died first): those whose command
-    line, working directory or environment names a path inside the state dir, or inside
-    a directory one of its links points to (PostgreSQL's data elsewhere). A path inside
-    ``shared`` (the jars every stack reads) or inside another stack's state dir nested in
-    this one (``.state/test`` in ``.state``) does not make a process this stack's. Never
-    this process, its ancestors or its descendants: ``down`` itself, or a test's own JVMs."""
-    roots = {state_dir.resolve(), *(link.resolve() for link in state_dir.glob("*/*")
-                                    if link.is_symlink())}
-    others = {path.resolve() for path in shared} | {
-        nested.resolve() for nested in state_dir.iterdir()
-        if nested.is_dir() and (nested / "run").is_dir() and nested.resolve() not in roots}
-    mention = re.compile("|".join(re.escape(str(root)) + r"(?:/[^\s:,;=\"']*)?(?![\w.-])"
-                                  for root in sorted(roots, key=lambda r: -len(str(r)))))
-
-    def ours(text: str) -> bool:
-        return any(not any(Path(found.group()).is_relative_to(other) for other in others)
-                   for found in mention.finditer(text))
-
+def stragglers(state_dir: Path) -> list[psutil.Process]:
+    """Processes of the stack in ``state_dir`` that no pid file names any more (a worker
+    forked while the stack stopped, a child whose parent died first): those whose
+    environment carries the stack's tag (``STACK_TAG``) for exactly this state dir. A shell
+    or a log viewer in the state dir, another stack's processes and this process with its
+    ancestors and descendants are never among them."""
+    tag = str(state_dir.resolve())
     own = psutil.Process()
     spared = {own.pid, *(p.pid for p in own.parents()),
               *(p.pid for p in own.children(recursive=True))}
@@ -240,11 +232,10 @@ def stragglers(state_dir: Path, shared: Sequence[Path] = ()) -> list[psutil.Proc
         if process.pid in spared:
             continue
         try:
-            named = [*process.cmdline(), process.cwd(), *process.environ().values()]
+            if process.environ().get(STACK_TAG) == tag:
+                found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if any(ours(text) for text in named):
-            found.append(process)
     return found
 
 

@@ -7,6 +7,7 @@ on every later start, so restarts keep working and nothing is a hard-coded defau
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import Callable
@@ -16,14 +17,25 @@ from pydantic import SecretStr
 
 from lambdalake.settings import Settings
 
+log = logging.getLogger(__name__)
 
-def keep_private(state_dir: Path) -> Path:
+
+def keep_private(state_dir: Path) -> bool:
     """Make the state dir (created if missing) its owner's alone, mode 0700: it holds the
     lake, the object store's backing files, logs and the generated secrets, and a local
-    user who could read them would pass every authentication the stack has."""
+    user who could read them would pass every authentication the stack has. Whether it is.
+
+    An existing dir that holds PostgreSQL's data itself keeps its mode: as root the server
+    runs as another user, which must reach that data (a new stack keeps its data outside a
+    private dir, ``Postgres.data_dir``); ``make clean`` and ``make up`` make it private."""
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    database = state_dir / "postgres" / "data"
+    if database.is_dir() and not database.is_symlink():
+        log.warning("the state dir %s stays readable by other users: it holds PostgreSQL's "
+                    "data (make clean, then make up, makes it private)", state_dir)
+        return False
     state_dir.chmod(0o700)
-    return state_dir
+    return True
 
 
 class MissingSecret(RuntimeError):

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,9 +72,9 @@ def test_a_look_reads_only_the_commits_since_the_last_and_the_late_files(
     read: list[tuple[int, int]] = []
     import lambdalake.batch.late_arrivals as module
 
-    def counting(table: str, after: int, through: int) -> list:
+    def counting(table: str, after: int, through: int, known_by: object = None) -> list:
         read.append((after, through))
-        return files_added(table, after, through)
+        return files_added(table, after, through, known_by)  # type: ignore[arg-type]
 
     monkeypatch.setattr(module, "files_added", counting)
     arrive(lake, [("y", "page_view", 6.3)])
@@ -155,4 +157,25 @@ def test_a_lake_older_than_its_log_retention_is_looked_at_without_the_lost_commi
     # 0 is restated once for nothing; "b" is not late for hour 2, published after it
     assert [(w.window_start, w.rows, w.events) for w in found] == [(hour(0), 2, 2)]
     publish_from(lake, bronze.version(), 0)
+    assert waiting(lake, views)["page_traffic"] == []
+
+
+def test_commits_that_leave_the_log_after_a_look_do_not_restate_what_it_read(
+    lake: Settings, views: list[ViewDefinition], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader that falls behind log retention stands in only files written after its
+    previous look for the lost commits: the files that look read are not late again."""
+    from lambdalake.batch import late_arrivals
+
+    monkeypatch.setattr(late_arrivals, "WRITE_TO_COMMIT", timedelta(0))
+    first = arrive(lake, [("a", "page_view", 0.5), ("b", "page_view", 1.5)])
+    publish_from(lake, first, 0, 1)
+    assert waiting(lake, views)["page_traffic"] == []
+    time.sleep(0.01)  # the files below are written after that look
+    arrive(lake, [("c", "page_view", 3.5)])  # on time: hour 3 is not published
+    kept = arrive(lake, [("d", "page_view", 4.5)])
+    DeltaTable(lake.table_path(BRONZE_TABLE)).create_checkpoint()
+    log = f"{lake.table_path(BRONZE_TABLE)}/_delta_log"
+    for version in range(kept):  # every commit but the newest leaves the log
+        Path(f"{log}/{version:020d}.json").unlink()
     assert waiting(lake, views)["page_traffic"] == []

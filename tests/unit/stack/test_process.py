@@ -107,17 +107,17 @@ def test_stop_reaps_a_group_whose_root_already_died(tmp_path: Path) -> None:
 
 def test_down_stops_what_no_pid_file_names_and_only_that(make_settings: MakeSettings,
                                                           tmp_path: Path) -> None:
-    """A stack's process without a pid file (a worker forked while the stack stopped) is
-    found by the state dir it names and stopped; a process of a stack nested in it, one
-    that reads only the shared jars, and the caller's own children are left alone."""
+    """A worker the stack forked (it carries the stack's tag, no pid file names it) is
+    stopped; a process of another stack, one that only names the state dir (a log viewer,
+    a shell in it) and the caller's own children are left alone."""
+    import os
     import subprocess
 
     from lambdalake.operations.platform import Platform
+    from lambdalake.stack.process import STACK_TAG
 
     state = tmp_path / "state"
-    (state / "test" / "run").mkdir(parents=True)  # a test stack's state dir inside this one
-    (state / "jars").mkdir()
-    (state / "airflow").mkdir()
+    state.mkdir()
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
 
     def detached(*args: str, **env: str) -> psutil.Process:  # parent: init, not this test
@@ -129,21 +129,35 @@ def test_down_stops_what_no_pid_file_names_and_only_that(make_settings: MakeSett
             capture_output=True, text=True, check=True, env={"EXTRA": repr(env)})
         return psutil.Process(int(launcher.stdout))
 
-    by_name = detached(f"--log={state}/logs/worker.log")
-    by_environment = detached(AIRFLOW_HOME=str(state / "airflow"))
-    nested_stack = detached(f"--log={state}/test/logs/kafka.log")
-    shared_jars = detached(f"-cp={state}/jars/kafka/*")
-    sibling = detached(f"--log={tmp_path}/state-two/logs/x.log")
-    own_child = subprocess.Popen([*sleeper, f"--log={state}/logs/mine.log"])
+    forked_worker = detached(**{STACK_TAG: str(state.resolve())})
+    other_stack = detached(**{STACK_TAG: str((state / "test").resolve())})
+    log_viewer = detached(f"{state}/logs/ingest.log", PWD=str(state / "logs"))
+    own_child = subprocess.Popen(sleeper, env={**os.environ, STACK_TAG: str(state.resolve())})
     try:
-        platform = Platform(make_settings(state_dir=state, jars_dir=state / "jars"))
+        platform = Platform(make_settings(state_dir=state))
         platform.components = []
-        expected = sorted(f"straggler pid {p.pid} ({p.name()})" for p in (by_name, by_environment))
-        assert sorted(platform.down()) == expected
-        assert not by_name.is_running() and not by_environment.is_running()
-        assert all(p.is_running() for p in (nested_stack, shared_jars, sibling))
-        assert own_child.poll() is None
+        expected = [f"straggler pid {forked_worker.pid} ({forked_worker.name()})"]
+        assert platform.down() == expected
+        assert not forked_worker.is_running()
+        assert other_stack.is_running() and log_viewer.is_running()
+        assert own_child.poll() is None  # tagged, but the caller's own child
     finally:
-        for process in (nested_stack, shared_jars, sibling):
+        for process in (other_stack, log_viewer):
             process.kill()
         own_child.kill()
+
+
+def test_every_process_a_stack_starts_carries_its_tag(tmp_path: Path) -> None:
+    from lambdalake.stack.process import STACK_TAG
+
+    process = ManagedProcess("tagged", tmp_path / "state" / "run")
+    command = [sys.executable, "-c", "import time; time.sleep(30)"]
+    started = psutil.Process(process.start(command))
+    try:
+        deadline = time.monotonic() + 10
+        while started.cmdline() != command:  # until exec: before it, the child has our env
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert started.environ()[STACK_TAG] == str((tmp_path / "state").resolve())
+    finally:
+        process.stop()

@@ -72,6 +72,19 @@ def test_up_makes_the_state_dir_its_owners_alone_before_it_starts_anything(
     assert modes_at_start == [0o700]
 
 
+def test_a_state_dir_that_holds_postgresqls_data_itself_keeps_its_mode(tmp_path: Path) -> None:
+    """As root the server runs as another user, which must reach data kept in the tree."""
+    from lambdalake.stack.secrets import keep_private
+
+    state_dir = tmp_path / "state"
+    (state_dir / "postgres" / "data").mkdir(parents=True)
+    state_dir.chmod(0o755)
+    assert keep_private(state_dir) is False
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o755
+    fresh = tmp_path / "fresh"
+    assert keep_private(fresh) is True and stat.S_IMODE(fresh.stat().st_mode) == 0o700
+
+
 def test_make_up_names_where_the_admin_password_is_never_the_password(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
