@@ -73,7 +73,7 @@ def lambdalake_batch_views() -> None:
 
         assert run_id is not None
         return plan_batch_run(params, data_interval_start, data_interval_end, run_id,
-                              batch.interval_seconds).to_xcom()
+                              batch).to_xcom()
 
     @task.sensor(poke_interval=batch.completeness_poke_seconds, mode="reschedule",
                  timeout=timedelta(hours=batch.completeness_timeout_hours))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed, run_spark_job
-from lambdalake.settings import Settings, get_settings
+from lambdalake.settings import BatchSettings, Settings, get_settings
 from lambdalake.timeutil import iso_utc, parse_utc
 
 log = logging.getLogger(__name__)
@@ -52,13 +52,13 @@ class BatchPlan:
 
 def plan_batch_run(
     params: dict[str, Any], data_interval_start: datetime | None,
-    data_interval_end: datetime | None, run_id: str, interval_seconds: int | None = None,
+    data_interval_end: datetime | None, run_id: str, batch: BatchSettings | None = None,
 ) -> BatchPlan:
     """The run's plan from its trigger-form params and its data interval.
 
     A data interval Airflow gave a run triggered by hand ends when it was triggered (the
-    form's default logical date is "now"): the run covers the last whole batch interval
-    (``interval_seconds``; default: the setting) that ended by then. Raises ``ValueError``
+    form's default logical date is "now"): the run covers the last whole interval of the
+    schedule (``batch``; default: the settings') that ended by then. Raises ``ValueError``
     with a message for the UI when the params do not make sense.
     """
     from lambdalake.batch.recompute import check_interval
@@ -77,9 +77,10 @@ def plan_batch_run(
     if all(override):
         start, end = _parse_utc(override[0]), _parse_utc(override[1])
     elif data_interval_start is not None and data_interval_end is not None:
+        schedule = batch or get_settings().batch
         start, end = last_whole_interval(
             data_interval_start.astimezone(UTC), data_interval_end.astimezone(UTC),
-            interval_seconds or get_settings().batch.interval_seconds)
+            schedule.interval_seconds, datetime.combine(schedule.first_day, time(), UTC))
     else:
         raise ValueError("this run has no data interval: give start and end")
     assert start is not None and end is not None
@@ -88,14 +89,15 @@ def plan_batch_run(
     return BatchPlan(start, end, names, False, run_id, _restating(params, names))
 
 
-def last_whole_interval(start: datetime, end: datetime,
-                        seconds: int) -> tuple[datetime, datetime]:
-    """[start, end) as it is when aligned to the batch interval (a scheduled run's); else
-    the last whole interval that ended by ``end``."""
+def last_whole_interval(start: datetime, end: datetime, seconds: int,
+                        anchor: datetime) -> tuple[datetime, datetime]:
+    """[start, end) as it is when it is one of the schedule's intervals (``seconds`` long,
+    counted from ``anchor``, its first day's midnight: a scheduled run's or a backfill's);
+    else the last of them that ended by ``end``."""
     step = timedelta(seconds=seconds)
-    if start.timestamp() % seconds == 0 and end.timestamp() % seconds == 0:
+    if (start - anchor) % step == timedelta(0) and (end - anchor) % step == timedelta(0):
         return start, end
-    last_end = datetime.fromtimestamp(end.timestamp() // seconds * seconds, UTC)
+    last_end = anchor + (end - anchor) // step * step
     return last_end - step, last_end
 
 

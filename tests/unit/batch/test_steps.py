@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -32,13 +32,20 @@ def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
 def test_a_run_triggered_now_with_the_forms_defaults_covers_the_last_whole_interval() -> None:
     """Airflow gives a manual run with the form's default logical date ("now") the data
     interval that ends then: [18:50, 19:50) is the hour [18:00, 19:00)."""
+    from lambdalake.settings import BatchSettings
+
     triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
-    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", 3600)
+    hourly = BatchSettings(interval="1 hour", start_date=date(2026, 11, 1))
+    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", hourly)
     assert (plan.start, plan.end) == (datetime(2026, 11, 20, 18, tzinfo=UTC),
                                       datetime(2026, 11, 20, 19, tzinfo=UTC))
-    daily = plan_batch_run({}, triggered - timedelta(days=1), triggered, "manual__y", 86400)
-    assert (daily.start, daily.end) == (datetime(2026, 11, 19, tzinfo=UTC),
-                                        datetime(2026, 11, 20, tzinfo=UTC))
+    # a schedule of 7 hours from the first day's midnight: its intervals, not the epoch's
+    seven = BatchSettings(interval="7 hours", start_date=date(2026, 11, 20))
+    scheduled = (datetime(2026, 11, 20, 7, tzinfo=UTC), datetime(2026, 11, 20, 14, tzinfo=UTC))
+    assert plan_batch_run({}, *scheduled, "scheduled__z", seven).interval_args == [
+        "--start", "2026-11-20T07:00:00Z", "--end", "2026-11-20T14:00:00Z"]
+    late = plan_batch_run({}, triggered - timedelta(hours=7), triggered, "manual__y", seven)
+    assert (late.start, late.end) == scheduled
 
 
 def test_the_trigger_form_overrides_interval_and_views() -> None:
