@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import pwd
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,9 @@ class Postgres(OneProcessComponent):
             return link
         digest = hashlib.sha256(str(self.settings.state_dir).encode()).hexdigest()[:12]
         target = Path("/var/tmp") / f"lambdalake-postgres-{digest}"
+        # no link: this state dir has no database, so one there was left by a state dir
+        # removed at the same path (a fresh clone where an old one was): not this stack's
+        shutil.rmtree(target, ignore_errors=True)
         (target / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
         run_as = _run_as()
         if run_as:

@@ -1,3 +1,4 @@
+import shutil
 import stat
 from pathlib import Path
 
@@ -98,3 +99,25 @@ def test_make_up_names_where_the_admin_password_is_never_the_password(
     shown = capsys.readouterr().out
     assert password not in shown
     assert f"password in {settings.state_dir / 'secrets' / 'airflow-admin-password'}" in shown
+
+
+def test_a_new_state_dir_gets_a_new_database_where_an_old_one_at_its_path_was_left(
+    make_settings: MakeSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A private state dir keeps PostgreSQL's data under /var/tmp, named after its path: a
+    fresh clone at the path of a removed one must not find that clone's Airflow database."""
+    from lambdalake.stack import postgres
+    from lambdalake.stack.postgres import Postgres
+
+    monkeypatch.setattr(postgres, "_reachable_by_server_user", lambda directory: False)
+    monkeypatch.setattr(postgres, "_run_as", lambda: {})
+    state_dir = tmp_path / "clone" / ".state"
+    first = Postgres(make_settings(state_dir=state_dir)).data_dir
+    try:
+        (first / "PG_VERSION").write_text("17")  # the old clone's database
+        shutil.rmtree(tmp_path / "clone")       # the clone is removed, its data stays
+        again = Postgres(make_settings(state_dir=state_dir)).data_dir
+        assert again == first and not (again / "PG_VERSION").exists()
+        assert (state_dir / "postgres" / "data").resolve() == again
+    finally:
+        shutil.rmtree(first.parent, ignore_errors=True)
