@@ -94,11 +94,15 @@ def last_whole_interval(start: datetime, end: datetime, seconds: int,
     """[start, end) as it is when it is one of the schedule's intervals (``seconds`` long,
     counted from ``anchor``, its first day's midnight: a scheduled run's or a backfill's);
     else the last of them that ended by ``end``."""
-    step = timedelta(seconds=seconds)
-    if (start - anchor) % step == timedelta(0) and (end - anchor) % step == timedelta(0):
+    def micros(moment: datetime) -> int:  # whole numbers: Airflow passes pendulum times
+        return round(moment.timestamp() * 1_000_000) - round(anchor.timestamp() * 1_000_000)
+
+    step = seconds * 1_000_000
+    if micros(start) % step == 0 and micros(end) % step == 0:
         return start, end
-    last_end = anchor + (end - anchor) // step * step
-    return last_end - step, last_end
+    last_end = (datetime.fromtimestamp(anchor.timestamp(), UTC)
+                + timedelta(microseconds=micros(end) // step * step))
+    return last_end - timedelta(seconds=seconds), last_end
 
 
 def _restating(params: dict[str, Any], names: list[str]) -> dict[str, dict[str, int]] | None:

@@ -46,6 +46,11 @@ def test_a_run_triggered_now_with_the_forms_defaults_covers_the_last_whole_inter
         "--start", "2026-11-20T07:00:00Z", "--end", "2026-11-20T14:00:00Z"]
     late = plan_batch_run({}, triggered - timedelta(hours=7), triggered, "manual__y", seven)
     assert (late.start, late.end) == scheduled
+    import pendulum  # what Airflow hands the plan task
+
+    now = pendulum.instance(triggered)
+    airflows = plan_batch_run({}, now.subtract(hours=1), now, "manual__z", hourly)
+    assert (airflows.start, airflows.end) == (plan.start, plan.end)
 
 
 def test_the_trigger_form_overrides_interval_and_views() -> None:
