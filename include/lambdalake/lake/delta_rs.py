@@ -332,7 +332,7 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]],
         if not DeltaTable.is_deltatable(uri):
             DeltaTable.create(uri, schema=schema, mode="ignore")
         if once is not None:
-            table = DeltaTable(uri)
+            table = DeltaTable(uri, without_files=True)  # the log's app transactions only
             if table.transaction_version(once) is not None:
                 return table.version()
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append",
