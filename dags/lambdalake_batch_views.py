@@ -1,7 +1,9 @@
 """The batch layer: recompute every view for each interval of event time, gate, publish.
 
 wait_for_bronze → gate_bronze → compute → gate_views → publish. The wait is a sensor in
-reschedule mode (no worker slot held while ingest catches up). Spark steps run as child
+reschedule mode (no worker slot held while ingest catches up). ``compute`` writes staging
+tables no reader sees, ``gate_views`` validates them, and only ``publish`` copies them into
+the tables the serving layer reads (write-audit-publish). Spark steps run as child
 processes (``spark_jobs/``) in the ``spark`` pool, which bounds concurrent Spark jobs.
 ``publish`` advances each view's high-water mark and emits the ``lambdalake_batch_views``
 asset event the serving layer listens to. DAG ``lambdalake_restatement`` triggers runs of
@@ -100,8 +102,8 @@ def lambdalake_batch_views() -> None:
 
     @spark_task
     def compute(planned: dict[str, Any], bronze_version: int | None) -> list[dict[str, Any]]:
-        """Replace the interval's view slices from the gated bronze version (or build new
-        versions)."""
+        """Stage the interval's view slices from the gated bronze version (or build new
+        versions): no reader sees them yet."""
         from lambdalake.batch.steps import BatchPlan, compute
 
         return compute(BatchPlan.from_xcom(planned), bronze_version)
@@ -116,7 +118,8 @@ def lambdalake_batch_views() -> None:
     @spark_task(outlets=[BATCH_VIEWS])
     def publish(planned: dict[str, Any], written: list[dict[str, Any]],
                 outlet_events: Any = None) -> dict[str, str]:
-        """Advance the high-water marks (or switch versions) and tell the serving layer."""
+        """Copy the gated slices into the served tables and advance the high-water marks (or
+        switch versions), then tell the serving layer."""
         from lambdalake.batch.steps import BatchPlan, publish
 
         run = BatchPlan.from_xcom(planned)

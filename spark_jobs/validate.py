@@ -3,8 +3,8 @@
     python spark_jobs/validate.py --layer bronze --start 2026-11-20T10:00:00Z \\
         --end 2026-11-20T11:00:00Z [--bronze-version 12] [--rows auto|required|optional]
     python spark_jobs/validate.py --layer batch [--views page_traffic,funnel] \\
-        --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH] \\
-        [--run-id RUN]
+        --start 2026-11-20T10:00:00Z --end 2026-11-20T11:00:00Z [--table-path PATH | \\
+        --staged] [--bronze-version 12] [--run-id RUN]
 
 Every requested subject is validated (the views are all validated even if one fails; the
 bronze layer is bronze's events of the interval, then the records quarantined among those
@@ -22,9 +22,12 @@ unreadable slice: worth a retry); 2 for bad arguments.
 ``--rows``: must a slice have rows? ``auto`` (default): a bronze slice may be empty (a
 dead hour; recorded as a warning); a view slice must have rows if bronze has events of the
 view's types in the interval. A slice's usual row count comes from the history
-(``lambdalake.quality.baseline``). Without ``--views``, every view is validated, each in the
-table readers currently use (``lambdalake.views.catalog``); ``--table-path`` (one view
-only) validates another table, e.g. a version built by a full reprocess before the switch.
+(``lambdalake.quality.baseline``). Without ``--views``, every view is validated. Each is
+validated in the table readers currently use (``lambdalake.views.catalog``); with
+``--staged``, in the slice the run (``--run-id``) staged for the interval
+(``lambdalake.batch.staging``: what the batch run's ``gate_views`` validates before its
+publish); ``--table-path`` (one view only) validates another table, e.g. a version built
+by a full reprocess before the switch.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
                         help="interval end, exclusive (UTC)")
     parser.add_argument("--views", help="batch: comma-separated view names (default: all)")
     parser.add_argument("--table-path", help="batch, one view: the table to validate")
+    parser.add_argument("--staged", action="store_true",
+                        help="batch: validate the slices the run (--run-id) staged")
     parser.add_argument("--bronze-version", type=int,
                         help="bronze table version to read (default: latest)")
     parser.add_argument("--rows", choices=["auto", "required", "optional"], default="auto",
@@ -84,10 +89,13 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
                               f"known: {', '.join(sorted(views))}")
         if args.table_path and len(names) != 1:
             args_parser.error("--table-path needs exactly one view in --views")
-    elif args.views or args.table_path:
-        args_parser.error("--views and --table-path are for --layer batch")
+        if args.staged and (args.table_path or not args.run_id):
+            args_parser.error("--staged needs --run-id and no --table-path")
+    elif args.views or args.table_path or args.staged:
+        args_parser.error("--views, --table-path and --staged are for --layer batch")
     require_rows = {"auto": None, "required": True, "optional": False}[args.rows]
 
+    from lambdalake.batch.staging import staging_path
     from lambdalake.batch.written import gated_bronze_line
     from lambdalake.lake.delta_rs import table_exists, table_version
     from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT
@@ -130,7 +138,9 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         bronze_types = functools.cache(functools.partial(  # one bronze read for all views
             bronze_event_types, spark, settings, args.start, args.end, args.bronze_version))
         for name in names:
-            path = args.table_path or current_table_path(settings, name)
+            path = args.table_path or (
+                staging_path(settings, name, args.run_id, args.start, args.end) if args.staged
+                else current_table_path(settings, name))
             yield validate_view_slice(spark, settings, views[name], path, args.start, args.end,
                                       require_rows=require_rows,
                                       bronze_version=args.bronze_version,

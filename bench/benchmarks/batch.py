@@ -8,8 +8,9 @@ Three variants compute the same three views (``schemas/views``) over the same in
 in the same run, after a warm-up on one hour (JIT, codegen, Delta's log) and with the
 files in the OS page cache:
 
-* platform: ``recompute_views`` for all views (pinned bronze version, dedup once, exact
-  aggregation, ``replaceWhere`` into each view's table, lineage columns);
+* platform: a run's ``stage_views`` for all views, then the copy its publish makes
+  (``tests.support.batch_runs.stage_and_promote``: pinned bronze version, dedup once, exact
+  aggregation, lineage columns, staged, then the interval replaced in each view's table);
 * bare Spark: hand-written PySpark in the same SparkSession over the table's Parquet
   files (no Delta reader, no platform code): read, filter, dedup with the same rule, cache
   the columns the views need, the three aggregations, each written to an unpartitioned
@@ -55,11 +56,11 @@ from bench.harness.synthetic_bronze import (
     lake_settings,
     shuffle_partitions,
 )
-from lambdalake.batch.recompute import recompute_views
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition, load_views
+from tests.support.batch_runs import stage_and_promote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,7 +103,7 @@ QUARANTINE_SCHEMA = (
 
 def run_platform(spark: SparkSession, settings: Settings, views: list[ViewDefinition],
                  start: datetime, end: datetime) -> dict[str, int]:
-    written = recompute_views(spark, settings, views, start, end, f"bench-{uuid.uuid4().hex[:8]}")
+    written = stage_and_promote(spark, settings, views, start, end, f"bench-{uuid.uuid4().hex[:8]}")
     return {w.view: w.rows for w in written}
 
 

@@ -5,7 +5,8 @@ A day of bronze generated as the batch benchmark does
 (``bench.harness.synthetic_bronze.ensure_bronze``, copied to a fresh lake so the cached
 bronze stays as generated) is computed and published hour by hour. Then, per round:
 
-* baseline, a scheduled run: ``recompute_views`` of one hour (all views) and its publication;
+* baseline, a scheduled run: one hour of all views staged and promoted
+  (``stage_and_promote``) and its publication;
 * a restatement: late events for that hour reach bronze (copies of the hour's events with
   new ids, as a client offline for days would send them); timed from the look for late
   rows (``LateArrivals.waiting``) and the plan (``plan_restatements``) to the recompute of
@@ -34,11 +35,11 @@ from bench.harness.synthetic_bronze import (
 )
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.batch.publication import Publication, publish, read_publications
-from lambdalake.batch.recompute import recompute_views
 from lambdalake.batch.restatement import plan_restatements
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.settings import Settings
 from lambdalake.views.definition import load_views
+from tests.support.batch_runs import stage_and_promote
 
 EVENTS = {"quick": 200_000, "full": 1_000_000}
 ROUNDS = 3
@@ -61,7 +62,7 @@ def fresh_lake(settings: Settings, events: int) -> Settings:
 def compute_and_publish(spark: Any, lake: Settings, names: list[str], start: Any, end: Any,
                         run_id: str) -> None:
     views = [load_views()[name] for name in names]
-    written = recompute_views(spark, lake, views, start, end, run_id)
+    written = stage_and_promote(spark, lake, views, start, end, run_id)
     publish(lake, [Publication(w.view, start, end, w.view_version, w.bronze_version, run_id)
                    for w in written])
 

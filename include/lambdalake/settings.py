@@ -380,10 +380,14 @@ class BatchSettings(BaseModel):
         5, ge=1, description="views a run's compute step recomputes at the same time (Spark "
         "jobs of one session; each collects its slice's aggregates into the step's memory)"
     )
+    failed_staging_keep_hours: float = Field(
+        24, gt=0, description="a run's staging tables (write-audit-publish) are removed by "
+        "its publish; a failed run's are kept this long for inspection, then a later publish "
+        "removes them")
     local_write_max_rows: int = Field(
-        500_000, ge=1, description="a view slice of up to this many rows is committed from the "
-        "compute step's memory with delta-rs; a larger one is written by Spark (replaceWhere; "
-        "one commit either way). A run with no more events than this does not count its "
+        500_000, ge=1, description="a view slice of up to this many rows is staged from the "
+        "compute step's memory with delta-rs; a larger one is written by Spark (one commit "
+        "either way). A run with no more events than this does not count its "
         "views' rows first (a view has at most a row per event)"
     )
     retries: int = Field(2, ge=0, description="retries of each task, with exponential back-off")

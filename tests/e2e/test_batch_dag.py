@@ -33,10 +33,12 @@ from deltalake import DeltaTable
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.batch.publication import high_water_marks, published_intervals
 from lambdalake.batch.restatement import read_restatements
+from lambdalake.batch.staging import staging_path
 from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.lake.delta_rs import delta_rs_uri
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.orchestration.spark_connect import SparkConnectServer
@@ -59,6 +61,7 @@ STACK_ENV = {
     "LAMBDALAKE_BATCH__CATCHUP": "true",
     "LAMBDALAKE_BATCH__COMPLETENESS_POKE_SECONDS": "10",
     "LAMBDALAKE_BATCH__RESTATE_EVERY_MINUTES": "1",
+    "LAMBDALAKE_BATCH__RESTATE_RETRY_AFTER_MINUTES": "2",  # a failed restatement's pause
     "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # tasks are clients of the stack's server
     # the supervisor DAG is tested in test_platform; here it would only compete for 2 cores
     "LAMBDALAKE_SPEED__SUPERVISE_EVERY_SECONDS": "600",
@@ -246,14 +249,21 @@ def slices_replaced(settings: Settings, day: date, since: dict[str, int]) -> lis
     return replaced
 
 
+def views_staged(settings: Settings, run_id: str, day: date) -> list[str]:
+    """The views whose slice of ``day`` the run ``run_id`` has staged (committed)."""
+    start, end = midnight(day), midnight(day + timedelta(days=1))
+    return [name for name in load_views() if DeltaTable.is_deltatable(
+        delta_rs_uri(staging_path(settings, name, run_id, start, end)))]
+
+
 @pytest.mark.chaos
 def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
     stack: Platform, client: AirflowClient
 ) -> None:
     """SIGKILL compute's process (its Spark driver, or its Spark Connect client, whose
-    orphaned query the server stops) once it replaced one view's slice and before the
-    others: Airflow retries the task, and every slice ends as the backfill above left it,
-    row for row: nothing missing, nothing twice."""
+    orphaned query the server stops) once it staged one view's slice and before the
+    others: no reader saw a staged row, Airflow retries the task, and every slice ends as
+    the backfill above left it, row for row: nothing missing, nothing twice."""
     settings = stack.settings
     day = DAYS[2]
     reference = view_rows(settings, [day])
@@ -263,19 +273,20 @@ def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
                                      "end": f"{day + timedelta(days=1)}T00:00:00Z"})
     driver = spark_driver("batch_views", run_id)
     deadline = time.monotonic() + 600
-    while not slices_replaced(settings, day, before):
-        assert time.monotonic() < deadline, "compute replaced no slice within 600 s"
+    while not views_staged(settings, run_id, day):
+        assert time.monotonic() < deadline, "compute staged no slice within 600 s"
         time.sleep(0.05)
     for process in [*driver.children(recursive=True), driver]:
         process.kill()
-    replaced = slices_replaced(settings, day, before)
-    assert len(replaced) < len(before), f"not mid-write: {replaced} all replaced"
+    staged = views_staged(settings, run_id, day)
+    assert len(staged) < len(before), f"not mid-write: {staged} all staged"
+    assert slices_replaced(settings, day, before) == []  # staged: no served slice replaced
 
     assert client.wait_for_run(DAG_ID, run_id, timeout=1200) == "success"
     assert client.task_instance(DAG_ID, run_id, "compute")["try_number"] == 2
     assert client.task_instance(DAG_ID, run_id, "gate_views")["try_number"] == 1
     assert view_rows(settings, [day]) == reference
-    print(f"compute of {run_id} killed after replacing {replaced}; the retry restored {day}")
+    print(f"compute of {run_id} killed after staging {staged}; the retry restored {day}")
 
 
 def late_traffic(settings: Settings, counted: Manifest, day: date, seed: int) -> Manifest:
@@ -315,9 +326,11 @@ def late_rows_waiting(settings: Settings) -> dict[str, int]:
 
 
 def wait_until_restated(settings: Settings, client: AirflowClient, day: date,
-                        timeout: float = 1200) -> list[dict[str, Any]]:
+                        timeout: float = 1200, failed: frozenset[str] | set[str] = frozenset()
+                        ) -> list[dict[str, Any]]:
     """Resume the restatement DAG and wait until no late row waits and no restatement run
-    is active; pause it again; the restatements logged for ``day``."""
+    is active; pause it again; the restatements logged for ``day``. Every restatement run
+    succeeded, but those ``failed`` names."""
     client.unpause(RESTATEMENT_DAG_ID)
     deadline = time.monotonic() + timeout
     try:
@@ -329,7 +342,8 @@ def wait_until_restated(settings: Settings, client: AirflowClient, day: date,
     finally:
         client.pause(RESTATEMENT_DAG_ID)
     runs = [r for r in client.dag_runs(DAG_ID) if r["dag_run_id"].startswith("restate__")]
-    assert runs and all(r["state"] == "success" for r in runs), runs
+    assert runs and all(r["state"] == ("failed" if r["dag_run_id"] in failed else "success")
+                        for r in runs), runs
     return [r for r in read_restatements(settings) if r["interval_start"].date() == day]
 
 
@@ -469,6 +483,138 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
         load_views(), 0)
     print(f"after the switch to v{old + 1}, restated {DAYS[1]}: "
           + ", ".join(f"{r['view']} {r['late_rows']} late rows" for r in restated))
+
+
+def airflow_auth(stack: Platform) -> dict[str, str]:
+    """The admin's bearer token for Airflow's REST API and its plugin pages."""
+    settings = stack.settings
+    token = httpx.post(f"{settings.airflow.base_url}/auth/token", timeout=30, json={
+        "username": settings.airflow.admin_user, "password": stack.airflow.admin_password,
+    }).json()["access_token"]
+    return {"Authorization": f"Bearer {token}"}
+
+
+def set_spark_pool(settings: Settings, auth: dict[str, str], slots: int) -> None:
+    """Resize the pool every Spark task runs in (Airflow's REST API: at once, where its CLI
+    takes seconds to start): at 0, a task waiting for a slot stays waiting while running
+    ones go on."""
+    pool = settings.airflow.spark_pool
+    response = httpx.patch(f"{settings.airflow.base_url}/api/v2/pools/{pool}",
+                           params={"update_mask": "slots"}, headers=auth, timeout=30,
+                           json={"pool": pool, "slots": slots, "include_deferred": False})
+    assert response.status_code == 200, response.text
+
+
+def wait_for_task(client: AirflowClient, run_id: str, task: str, states: set[str],
+                  timeout: float = 900) -> str:
+    deadline = time.monotonic() + timeout
+    while (state := client.task_states(DAG_ID, run_id).get(task)) not in states:
+        assert time.monotonic() < deadline, f"{task} of {run_id} still {state}"
+        time.sleep(0.1)
+    return state
+
+
+def break_its_staged_slice(stack: Platform, client: AirflowClient, run_id: str, day: date,
+                           read: Callable[[], Any]) -> list[Any]:
+    """Hold the run's ``gate_views`` (the Spark pool emptied while ``compute`` runs); negate
+    page_traffic's counts in the run's staged slice of ``day``, as a buggy computation
+    would; then let the gate go on. What ``read`` answered while the slice was staged,
+    before and after it was broken."""
+    settings = stack.settings
+    auth = airflow_auth(stack)  # ready before compute starts: it runs for a few seconds
+    assert wait_for_task(client, run_id, "compute", {"running", "success", "failed"}) == "running"
+    set_spark_pool(settings, auth, 0)
+    try:
+        assert wait_for_task(client, run_id, "compute", {"success", "failed"}) == "success"
+        time.sleep(5)  # had the gate taken a slot, it would be running by now
+        assert client.task_states(DAG_ID, run_id)["gate_views"] not in {"running", "success"}
+        assert views_staged(settings, run_id, day) == sorted(load_views())
+        during = [read()]
+        DeltaTable(delta_rs_uri(staging_path(
+            settings, "page_traffic", run_id, midnight(day), midnight(day + timedelta(days=1))
+        ))).update({"views": "-views"})
+        during.append(read())
+    finally:
+        set_spark_pool(settings, auth, settings.airflow.spark_pool_slots)
+    return during
+
+
+def failed_at_gate_views(client: AirflowClient, run_id: str) -> None:
+    assert client.wait_for_run(DAG_ID, run_id, timeout=900) == "failed"
+    states = client.task_states(DAG_ID, run_id)
+    assert (states["gate_views"], states["publish"]) == ("failed", "upstream_failed"), states
+    assert client.task_instance(DAG_ID, run_id, "gate_views")["try_number"] == 1
+
+
+def restatement_run(client: AirflowClient, day: date, timeout: float = 600) -> str:
+    """The restatement run of ``day`` the restatement DAG (unpaused) triggers next."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = [run["dag_run_id"] for run in client.active_runs(DAG_ID)
+                if run["dag_run_id"].startswith(f"restate__{day}T00:00:00Z")]
+        if runs:
+            return str(runs[0])
+        assert time.monotonic() < deadline, f"no restatement of {day} within {timeout:.0f} s"
+        time.sleep(1)
+
+
+def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_waiting(
+    stack: Platform, client: AirflowClient, traffic: Manifest
+) -> None:
+    """Late events of a published day arrive. A re-run of the day, then the restatement
+    DAG's run of it, each compute a slice that breaks a bound (injected into the run's
+    staging): the API's answers for the day are the same before, while the broken slice is
+    staged, and after each run failed at gate_views; the failure is on the run's Data
+    quality page; the late rows still wait; a later run of another day publishes nothing
+    of it; the restatement DAG tries the day again after its retry pause, and every answer
+    then equals the ground truth of every event."""
+    settings, day = stack.settings, DAYS[2]
+    before = truth_totals([traffic], day)
+    assert api_totals(settings, day) == before
+    late = late_traffic(settings, traffic, day, seed=408)
+    views = list(load_views().values())
+    waiting = {w.view: w.rows for w in LateArrivals(settings, views).waiting()}
+    assert all(waiting.values()), waiting
+    served = view_rows(settings, [day])
+
+    def answers_unchanged() -> None:
+        assert api_totals(settings, day) == before and view_rows(settings, [day]) == served
+        assert {w.view: w.rows for w in LateArrivals(settings, views).waiting()} == waiting
+
+    rerun = client.trigger(DAG_ID, {"start": f"{day}T00:00:00Z",
+                                    "end": f"{day + timedelta(days=1)}T00:00:00Z"})
+    during = break_its_staged_slice(stack, client, rerun, day, lambda: api_totals(settings, day))
+    failed_at_gate_views(client, rerun)
+    assert during == [before, before]
+    answers_unchanged()
+    page = httpx.get(f"{settings.airflow.base_url}/lambdalake-quality/runs/{DAG_ID}/{rerun}",
+                     headers=airflow_auth(stack), timeout=30)
+    assert page.status_code == 200 and "range:views" in page.text, page.text[-2000:]
+
+    other = TODAY - timedelta(days=5)  # no run covered it: a day without events
+    other_run = client.trigger(DAG_ID, {"start": f"{other}T00:00:00Z",
+                                        "end": f"{other + timedelta(days=1)}T00:00:00Z"})
+    assert client.wait_for_run(DAG_ID, other_run, timeout=900) == "success"
+    answers_unchanged()
+
+    client.unpause(RESTATEMENT_DAG_ID)
+    try:
+        restating = restatement_run(client, day)
+        during = break_its_staged_slice(stack, client, restating, day,
+                                        lambda: api_totals(settings, day))
+        failed_at_gate_views(client, restating)
+    finally:
+        client.pause(RESTATEMENT_DAG_ID)
+    assert during == [before, before]
+    answers_unchanged()
+    assert not [r for r in read_restatements(settings) if r["run_id"] == restating]
+
+    restated = wait_until_restated(settings, client, day, failed={restating})
+    assert {r["view"]: r["late_rows"] for r in restated} == waiting
+    assert restating not in {r["run_id"] for r in restated}
+    assert api_totals(settings, day) == truth_totals([traffic, late], day) != before
+    print(f"{rerun} and {restating} failed at gate_views; answers stayed {before}; "
+          f"{waiting} late rows waited, restated by {sorted({r['run_id'] for r in restated})}")
 
 
 BAD_DAY = TODAY - timedelta(days=6)  # no scheduled or backfilled run covers it

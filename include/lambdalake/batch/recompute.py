@@ -3,39 +3,47 @@
 A batch view is a pure function of bronze: the interval's events (however late they
 arrived), one row per ``event_id`` (the first copy that reached Kafka), aggregated with the
 view's one definition. Bronze is read once per run at a pinned version and deduplicated
-once for all views. Each view's rows for [start, end) replace that slice of the view's
-current table in one commit (``write_slice``), so a re-run or a backfill replaces rows and
-never appends; every row carries its lineage (run id, bronze version, computed-at).
+once for all views. Each view's rows for [start, end) are written into a staging table of
+the run (``stage_views``; ``lambdalake.batch.staging``): the run's gate validates them
+there, and its publish copies them into the view's current table in one commit, so a
+re-run or a backfill replaces rows and never appends, and no reader sees a slice before
+its gate passed. Every row carries its lineage (run id, bronze version, computed-at).
 
 View tables are partitioned by ``window_start``: runs for different intervals write
 disjoint partitions, so parallel backfills never conflict, and none of them touches bronze,
 which the ingest stream appends to. A *full reprocess* builds a new version of a view from
 all of bronze beside the current one; ``switch_to`` then moves readers to it atomically
-(``lambdalake.views.catalog``) and recomputes, in the new version, the slices that
-scheduled runs wrote to the old one in the meantime.
+(``lambdalake.views.catalog``), after carrying over, gated, the slices that runs published
+into the old version in the meantime.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from lambdalake.batch.staging import discard, promote, staging_path
 from lambdalake.batch.written import SliceWritten
 from lambdalake.lake.bronze import BRONZE_TABLE, read_bronze_interval
-from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.delta_rs import delta_rs_uri, table_exists, table_version
 from lambdalake.lake.reference import read_versions
 from lambdalake.settings import Settings
 from lambdalake.views.aggregate import aggregate
-from lambdalake.views.catalog import current_version, physical_table, switch_version
+from lambdalake.views.catalog import (
+    current_version,
+    physical_table,
+    read_catalog,
+    switch_version,
+    version_before,
+    version_of,
+)
 from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.enrichment import as_of_event_time
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
@@ -98,17 +106,17 @@ def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame
     })
 
 
-def recompute_views(
+def stage_views(
     spark: SparkSession, settings: Settings, views: Sequence[ViewDefinition], start: datetime,
     end: datetime, run_id: str, bronze_version: int | None = None,
 ) -> list[SliceWritten]:
-    """Replace every view's slice [start, end) with a fresh computation from bronze at
-    ``bronze_version`` (default: its newest).
+    """Stage every view's slice [start, end), freshly computed from bronze at
+    ``bronze_version`` (default: its newest), for the run's gate and publish.
 
     The views run at the same time (``batch.views_at_once``), on one cache of the
     interval's deduplicated events: an hour's Spark jobs are short, so one at a time leaves
-    the server mostly waiting on planning and commits. Each view's write is its own commit,
-    as before; a failed view fails the step, and its retry rewrites every slice."""
+    the server mostly waiting on planning and commits. Each view's write is its own commit;
+    a failed view fails the step, and its retry stages every slice again."""
     from pyspark import StorageLevel
 
     for view in views:
@@ -125,15 +133,15 @@ def recompute_views(
     # fits in the step's memory without counting it first
     few_events = events.count() <= settings.batch.local_write_max_rows
 
-    def recompute(view: ViewDefinition) -> SliceWritten:
+    def stage(view: ViewDefinition) -> SliceWritten:
         rows = aggregate_enriched(spark, settings, events, view, (start, end))
-        return write_slice(settings, view, start, end,
+        return stage_slice(settings, view, start, end, run_id,
                            with_lineage(rows, run_id, bronze_version), bronze_version,
                            count_first=not few_events)
 
     try:
         with ThreadPoolExecutor(settings.batch.views_at_once, "recompute") as pool:
-            return list(pool.map(recompute, views))
+            return list(pool.map(stage, views))
     finally:
         events.unpersist()
 
@@ -146,70 +154,39 @@ def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
     return sorted(columns)
 
 
-def write_slice(
-    settings: Settings, view: ViewDefinition, start: datetime, end: datetime,
+def stage_slice(
+    settings: Settings, view: ViewDefinition, start: datetime, end: datetime, run_id: str,
     rows: DataFrame, bronze_version: int, *, count_first: bool = False,
 ) -> SliceWritten:
-    """Replace [start, end) of the view's current table with ``rows``.
+    """Write ``rows`` as the run's staged slice of ``view`` (``staging_path``), whole.
 
     An interval's aggregates are few (a row per window and dimension values), so they are
     collected once and committed from this process with delta-rs: a Delta write on Spark
-    rebuilds the table's state from its log first (three Spark jobs, and one more to find
-    the files to replace), which cost more than the rows. delta-rs refuses a row outside
-    [start, end), as Spark's replaceWhere does. With ``count_first`` (an interval of many
-    events: ``recompute_views``) the rows are cached and counted first, and more than
-    ``batch.local_write_max_rows`` are not collected: Spark writes them, with replaceWhere,
-    also in one commit. If a full reprocess switched versions while this write ran, the
-    slice is written again into the version readers now use, so no switch can lose it.
+    rebuilds the table's state from its log first, which cost more than the rows. With
+    ``count_first`` (an interval of many events: ``stage_views``) the rows are cached and
+    counted first, and more than ``batch.local_write_max_rows`` are not collected: Spark
+    writes them. The slice reports the view version readers use now (publish copies it
+    into the one they use then).
     """
+    from deltalake import write_deltalake
     from pyspark import StorageLevel
 
+    path = staging_path(settings, view.name, run_id, start, end)
     source = rows.persist(StorageLevel.MEMORY_AND_DISK) if count_first else rows
-    if count_first and (count := source.count()) > settings.batch.local_write_max_rows:
-        replace = functools.partial(replace_interval_on_spark, source)
-    else:
-        table = source.toArrow()
-        count, replace = table.num_rows, functools.partial(replace_interval, table)
     try:
-        while True:
-            version = current_version(settings, view.name)
-            path = settings.table_path(physical_table(view.name, version))
-            retry_on_conflict(functools.partial(replace, path, start, end))
-            if current_version(settings, view.name) == version:
-                return SliceWritten(view.name, start, end, count, bronze_version, version,
-                                    table_version(path))
+        if count_first and (count := source.count()) > settings.batch.local_write_max_rows:
+            source.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+                .partitionBy("window_start").save(path)
+        else:
+            table = source.toArrow()
+            count = table.num_rows
+            write_deltalake(delta_rs_uri(path), table, mode="overwrite",
+                            partition_by=["window_start"], schema_mode="overwrite")
     finally:
         if count_first:
             source.unpersist()
-
-
-def replace_interval(rows: pa.Table, path: str, start: datetime, end: datetime) -> None:
-    """One Delta commit that swaps the table's rows in [start, end) for ``rows``."""
-    from deltalake import DeltaTable, write_deltalake
-
-    uri = delta_rs_uri(path)
-    # created first, empty: two runs whose intervals overlap (a triggered run over days and
-    # the scheduled hour in it) may write a new table at once, and delta-rs checks a
-    # replace against a concurrent one only on a table both read; a first write that
-    # created the table kept both runs' rows of the shared hours. A lost race to create
-    # it fails this commit, which ``retry_on_conflict`` tries again.
-    if not DeltaTable.is_deltatable(uri):
-        DeltaTable.create(uri, schema=rows.schema, mode="ignore", partition_by=["window_start"])
-    write_deltalake(uri, rows, mode="overwrite", partition_by=["window_start"],
-                    predicate=interval_predicate(start, end))
-
-
-def replace_interval_on_spark(rows: DataFrame, path: str, start: datetime, end: datetime
-                              ) -> None:
-    """``replace_interval`` by Spark, for rows too many to collect."""
-    rows.write.format("delta").mode("overwrite").partitionBy("window_start") \
-        .option("replaceWhere", interval_predicate(start, end)).save(path)
-
-
-def interval_predicate(start: datetime, end: datetime) -> str:
-    """A view table's rows of [start, end), in SQL both delta-rs and Spark read."""
-    return (f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
-            f"window_start < '{end.astimezone(UTC).isoformat()}'")
+    return SliceWritten(view.name, start, end, count, bronze_version,
+                        current_version(settings, view.name), table_version(path))
 
 
 def build_version(
@@ -241,37 +218,100 @@ def build_version(
                         written["rows"], bronze_version, version, table_version(path))
 
 
+SliceGate = Callable[[SliceWritten, str], bool]
+"""Validates a staged slice (what the run wrote, where it is staged): passed or not."""
+
+
+class CarriedSliceRejected(Exception):
+    """A slice a full reprocess carries over failed its gate: the switch does not happen."""
+
+
 def switch_to(
     spark: SparkSession, settings: Settings, view: ViewDefinition, version: int, run_id: str,
+    gate: SliceGate,
 ) -> list[SliceWritten]:
-    """Move readers to ``version`` atomically, then carry over newer slices of the old one.
+    """Move readers to ``version`` atomically, carrying over the newer slices of the old one.
 
-    Scheduled runs may have recomputed slices of the old version (from a newer bronze) after
-    the new version read bronze; those slices are recomputed into the new version, so the
-    switch never moves a published interval back to older data.
+    Runs may have published slices into the old version (from a newer bronze) after the
+    new version read bronze; those slices are recomputed, gated (``gate``) and copied into
+    the new version before the switch, so the switch never moves a published interval back
+    to older data nor shows an ungated one. A carried slice that fails its gate raises
+    ``CarriedSliceRejected`` and readers stay on the old version. Slices published into the
+    old version while the carry-over ran are carried after the switch, gated as well (until
+    then readers get the new version's own, gated, rows for them); a try that finds the
+    switch made (a retried publish) carries those over again.
     """
+    switches = read_catalog(settings)
+    old = version_of(switches, view.name)
+    switched = old == version
+    if switched:  # by an earlier try of this publish: finish its carry-over
+        before = version_before(switches, view.name)
+        if before is None or before == version:
+            return []
+        old = before
+    built_from = lowest_bronze_version(spark, settings.table_path(
+        physical_table(view.name, version)))
+    old_path = settings.table_path(physical_table(view.name, old))
+    carried_from: dict[datetime, int] = {}  # window start -> the old slice's bronze version
+    carried = [] if switched else carry_over(spark, settings, view, old_path, built_from,
+                                             carried_from, run_id, gate, into_version=version)
+    if not switched:
+        switch_version(settings, view.name, version, run_id)
+    return carried + carry_over(spark, settings, view, old_path, built_from, carried_from,
+                                run_id, gate)
+
+
+def lowest_bronze_version(spark: SparkSession, path: str) -> int:
+    """The oldest bronze version a view table's rows were computed from (-1: no rows)."""
     from pyspark.sql import functions as F
 
-    old = current_version(settings, view.name)
-    if old == version:
-        return []
-    new_path = settings.table_path(physical_table(view.name, version))
-    built_from = spark.read.format("delta").load(new_path).agg(F.min("bronze_version")).first()
-    switch_version(settings, view.name, version, run_id)
-    old_path = settings.table_path(physical_table(view.name, old))
-    if built_from is None or built_from[0] is None or not table_exists(old_path):
+    lowest = spark.read.format("delta").load(path).agg(F.min("bronze_version")).first()
+    return -1 if lowest is None or lowest[0] is None else int(lowest[0])
+
+
+def carry_over(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, old_path: str,
+    built_from: int, carried_from: dict[datetime, int], run_id: str, gate: SliceGate,
+    into_version: int | None = None,
+) -> list[SliceWritten]:
+    """Recompute, gate and copy into the new version (``into_version``, readers do not use
+    it yet; None: the one they use) every window of the old table whose rows come from a
+    bronze version newer than the new version's (and than what was carried of it already:
+    ``carried_from``, updated). Before the switch the first rejected slice stops it; after
+    the switch every window is tried, and the rejected ones are named at the end."""
+    from pyspark.sql import functions as F
+
+    if not table_exists(old_path):
         return []
     newer = (spark.read.format("delta").load(old_path)
-             .where(F.col("bronze_version") > built_from[0])
-             .select(F.col("window_start").cast("long").alias("start")).distinct()
-             .orderBy("start").collect())
-    carried = []
+             .where(F.col("bronze_version") > built_from)
+             .groupBy(F.col("window_start").cast("long").alias("start"))
+             .agg(F.max("bronze_version").alias("bronze_version")).orderBy("start").collect())
+    carried, rejected = [], []
     for row in newer:
         start = _from_epoch(row["start"])
-        end = _from_epoch(row["start"] + view.grain_seconds)
-        carried += recompute_views(spark, settings, [view], start, end, run_id)
+        if carried_from.get(start, built_from) >= row["bronze_version"]:
+            continue
+        end = start + timedelta(seconds=view.grain_seconds)
+        [written] = stage_views(spark, settings, [view], start, end, f"{run_id}:carried")
+        staged = staging_path(settings, view.name, f"{run_id}:carried", start, end)
+        if not gate(written, staged):
+            if into_version is not None:
+                raise CarriedSliceRejected(
+                    f"{view.name}'s carried slice [{start}, {end}) failed its gate: readers "
+                    "stay on the current version (`lambdalake quality --failed` lists why)")
+            rejected.append(start)
+            continue
+        promoted = promote(settings, view.name, start, end, staged, into_version)
+        discard(staged)
+        carried_from[start] = row["bronze_version"]
+        carried.append(dataclasses.replace(written, view_version=promoted))
+    if rejected:
+        raise CarriedSliceRejected(
+            f"{view.name}'s carried slices of {', '.join(map(str, rejected))} failed their "
+            "gate after the switch: readers use the new version, whose own gated rows they "
+            "keep there until a restatement (`lambdalake quality --failed` lists why)")
     return carried
-
 
 
 def _from_epoch(seconds: int) -> datetime:

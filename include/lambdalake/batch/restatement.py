@@ -4,16 +4,14 @@
 turns them into batch runs: one per published interval (the batch run's own unit, so a
 restatement is exactly a re-run of that interval) with every view waiting in it, oldest
 interval first, at most ``limit``, none overlapping an interval a batch run is computing now.
-The batch DAG runs each like any other interval (the same gates, ``replaceWhere``, a
+The batch DAG runs each like any other interval (the same gates, write-audit-publish, a
 publication that leaves the high-water mark where it is) and records it in the
 ``batch_restatements`` log: interval, view, the late rows and events it took in, the bronze
-versions before and after, and the run id. Each cycle's findings are kept in
-``<state dir>/status/restatement.json`` for the Data quality page.
+versions before and after, and the run id.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,12 +21,9 @@ import pyarrow as pa
 
 from lambdalake.batch.late_arrivals import Waiting
 from lambdalake.batch.publication import content_key
-from lambdalake.jsonfile import replace_json
 from lambdalake.lake.delta_rs import append_rows, read_rows
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc
-
-CYCLE_STATUS_FILE = "restatement.json"
 
 RESTATEMENTS_TABLE = "batch_restatements"
 RUN_ID_PREFIX = "restate__"
@@ -134,24 +129,3 @@ def read_restatements(settings: Settings) -> list[dict[str, Any]]:
     """Every restatement recorded, oldest first (none before the first)."""
     return sorted(read_rows(settings.table_path(RESTATEMENTS_TABLE), _SCHEMA),
                   key=lambda row: row["restated_at"])
-
-
-def write_cycle_status(settings: Settings, waiting: list[Waiting], triggered: list[str],
-                       now: datetime) -> None:
-    """What the newest restatement cycle found and triggered (replaced atomically)."""
-    replace_json(settings.state_dir / "status" / CYCLE_STATUS_FILE, {
-        "looked_at": iso_utc(now), "triggered": triggered,
-        "views": {w.view: {"rows": w.rows, "events": w.events, "windows": len(w.windows),
-                           "oldest_window": w.oldest and iso_utc(w.oldest),
-                           "waiting_since": w.waiting_since and iso_utc(w.waiting_since)}
-                  for w in waiting}})
-
-
-def read_cycle_status(settings: Settings) -> dict[str, Any] | None:
-    """The newest cycle's findings (None before the first cycle)."""
-    try:
-        status: dict[str, Any] = json.loads(
-            (settings.state_dir / "status" / CYCLE_STATUS_FILE).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return status

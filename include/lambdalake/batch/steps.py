@@ -2,8 +2,10 @@
 
 A run covers an event-time interval: its data interval, or the interval given in the
 trigger form. It waits until bronze is complete for the interval, gates bronze, recomputes
-(or, for a full reprocess, builds new versions), gates what it wrote, and publishes: the
-publication log advances the high-water mark, and switched versions become visible. Each
+into staging tables (or, for a full reprocess, builds new versions), gates what it wrote,
+and publishes: the staged slices are copied into the tables readers use and the
+publication log advances the high-water mark, or switched versions become visible. Nothing
+a run writes is visible before its gate passed (``lambdalake.batch.staging``). Each
 Spark step runs as a child process (``run_spark_job``) whose ``result`` lines come back here.
 """
 
@@ -146,15 +148,15 @@ def gate_bronze(plan: BatchPlan) -> int | None:
 
 
 def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]:
-    """Recompute the interval's slices from the bronze version ``gate_bronze`` gated, or
-    build new versions for a full reprocess."""
+    """Stage the interval's slices, recomputed from the bronze version ``gate_bronze``
+    gated, or build new versions for a full reprocess."""
     from lambdalake.batch.written import parse_results
 
     if not plan.full_reprocess and bronze_version is None:
         raise ValueError("no bronze version from gate_bronze (its XCom is gone): clear "
                          "gate_bronze with compute, so the run computes what it gated")
     action = (["build"] if plan.full_reprocess else
-              ["recompute", *plan.interval_args, "--bronze-version", str(bronze_version)])
+              ["stage", *plan.interval_args, "--bronze-version", str(bronze_version)])
 
     lines = run_spark_job(
         "batch_views", [*action, "--views", ",".join(plan.views), "--run-id", plan.run_id])
@@ -162,15 +164,19 @@ def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]
 
 
 def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> None:
-    """Validate what ``compute`` wrote: the interval's slices, or each built version whole."""
+    """Validate what ``compute`` wrote: the interval's staged slices (against bronze's
+    version they were computed from), or each built version whole."""
     from lambdalake.batch.written import SliceWritten
     from lambdalake.views.catalog import physical_table
 
+    slices = [SliceWritten.from_xcom(w) for w in written]
     if not plan.full_reprocess:
+        bronze_versions = {w.bronze_version for w in slices}
+        pinned = ["--bronze-version", str(*bronze_versions)] if len(bronze_versions) == 1 else []
         run_gate(["--layer", "batch", "--views", ",".join(plan.views), *plan.interval_args,
-                  "--run-id", plan.run_id])
+                  "--staged", *pinned, "--run-id", plan.run_id])
         return
-    for built in map(SliceWritten.from_xcom, written):
+    for built in slices:
         path = settings.table_path(physical_table(built.view, built.view_version))
         run_gate([
             "--layer", "batch", "--views", built.view, "--table-path", path,
@@ -178,12 +184,13 @@ def gate_views(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]
             "--run-id", plan.run_id])
 
 
-def run_gate(args: list[str]) -> list[str]:
-    """Run the gate step ``spark_jobs/validate.py``. Data that failed its critical checks
-    fails the task at once (``AirflowFailException``): a retry would read the same data, so
-    only a gate that could not validate (a lost server, a crash) gets the task's retries."""
+def run_gate(args: list[str], job: str = "validate") -> list[str]:
+    """Run the gate step ``spark_jobs/validate.py`` (or another step that gates what it
+    writes). Data that failed its critical checks fails the task at once
+    (``AirflowFailException``): a retry would read the same data, so only a gate that could
+    not validate (a lost server, a crash) gets the task's retries."""
     try:
-        return run_spark_job("validate", args)
+        return run_spark_job(job, args)
     except SparkJobFailed as failed:
         if failed.exit_code != DATA_REJECTED_EXIT:
             raise
@@ -197,30 +204,40 @@ def run_gate(args: list[str]) -> list[str]:
 def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> dict[str, str]:
     """Make the gated results visible; return each view's high-water mark (ISO time).
 
-    A recompute publishes its interval (the mark may advance; a restated interval was
-    published before, so it stays) and a restatement is logged; a full reprocess switches
-    readers to the new versions and leaves the publication log as it is.
+    A recompute's staged slices are copied into the tables readers use (one commit per
+    view), then its interval is published (the mark may advance; a restated interval was
+    published before, so it stays) and a restatement is logged, and last the staging tables
+    are removed (and those failed runs left past ``batch.failed_staging_keep_hours``). Each
+    step is harmless to repeat, so a retried publish finishes the work. A full reprocess
+    switches readers to the new versions (carrying over, gated, what runs published
+    meanwhile) and leaves the publication log as it is.
     """
     from lambdalake.batch.publication import Publication, high_water_marks
     from lambdalake.batch.publication import publish as log_publications
     from lambdalake.batch.restatement import record_restatement
+    from lambdalake.batch.staging import discard_run, discard_stale, promote_run
     from lambdalake.batch.written import SliceWritten
 
     slices = [SliceWritten.from_xcom(w) for w in written]
     if plan.full_reprocess:
         for built in slices:
-            run_spark_job("batch_views", ["switch", "--views", built.view, "--version",
-                                          str(built.view_version), "--run-id", plan.run_id])
+            run_gate(["switch", "--views", built.view, "--version", str(built.view_version),
+                      "--run-id", plan.run_id], job="batch_views")
     else:
         assert plan.start is not None and plan.end is not None
+        views = [w.view for w in slices]
+        versions = promote_run(settings, plan.run_id, plan.start, plan.end, views)
         log_publications(settings, [
-            Publication(w.view, plan.start, plan.end, w.view_version, w.bronze_version,
+            Publication(w.view, plan.start, plan.end, versions[w.view], w.bronze_version,
                         plan.run_id)
             for w in slices
         ])
         if plan.restating:
             record_restatement(settings, plan.start, plan.end, plan.restating,
                                {w.view: w.bronze_version for w in slices}, plan.run_id)
+        discard_run(settings, plan.run_id, plan.start, plan.end, views)
+        for stale in discard_stale(settings):
+            log.info("removed the staging table %s of a run that did not publish", stale)
     marks = high_water_marks(settings)
     return {name: marks.of(name).isoformat() for name in plan.views}
 

@@ -23,7 +23,6 @@ from lambdalake.batch.restatement import (
     Interval,
     Restatement,
     plan_restatements,
-    write_cycle_status,
 )
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import record
@@ -102,7 +101,6 @@ def restatement_cycle(settings: Settings, client: AirflowClient, now: datetime,
     for late in overdue:
         record(waiting_too_long(late, grains[late.view], now, allowed), settings,
                run_id=cycle_run_id, dag_id="lambdalake_restatement")
-    write_cycle_status(settings, waiting, [run_id for run_id, _ in triggered], now)
     return RestatementCycle(waiting, triggered, still_running, overdue,
                             [str(run["dag_run_id"]) for run in failed])
 

@@ -23,9 +23,10 @@ the page, and a run's tab only those who may read that DAG's runs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
@@ -34,6 +35,10 @@ from lambdalake.quality.docs import docs_dir
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import recent, verdict
 from lambdalake.settings import Settings, get_settings
+from lambdalake.timeutil import iso_utc
+
+if TYPE_CHECKING:
+    from lambdalake.batch.late_arrivals import Waiting
 
 TREND_LENGTH = 12
 STYLE = """
@@ -158,28 +163,34 @@ def _page(title: str, body: str) -> str:
 
 
 def late_rows_of(settings: Settings) -> str:
-    """The ``late_rows`` section from the newest cycle's status and the restatement log
-    (delta-rs is imported here, not when the plugin loads)."""
-    from lambdalake.batch.restatement import read_cycle_status, read_restatements
+    """The ``late_rows`` section: the late rows waiting as ``/freshness`` and ``make
+    status`` see them (the newest look of any process, ``LateArrivals.recent``), and the
+    restatement log (delta-rs is imported here, not when the plugin loads)."""
+    from lambdalake.batch.late_arrivals import LateArrivals
+    from lambdalake.batch.restatement import read_restatements
+    from lambdalake.views.definition import load_views
 
-    return late_rows(read_cycle_status(settings), read_restatements(settings))
+    age = settings.serving.late_rows_look_seconds
+    try:
+        waiting = LateArrivals(settings, list(load_views().values())).recent(age)
+    except Exception as error:  # noqa: BLE001 - the rest of the page is worth showing
+        note = f"<p class=failed>Could not look for late rows: {escape(str(error))}</p>"
+        return note + late_rows([], read_restatements(settings))
+    return (f"<p class=muted>Looked at most {age:g} s before this page.</p>"
+            + late_rows(waiting, read_restatements(settings)))
 
 
-def late_rows(cycle: dict[str, Any] | None, restatements: list[dict[str, Any]],
+def late_rows(waiting: list[Waiting], restatements: list[dict[str, Any]],
               limit: int = 10) -> str:
-    """Per view, the late rows the newest restatement cycle found waiting; the newest
-    restatements (interval, late rows taken in, run)."""
-    if cycle is None:
-        waiting = "<p class=muted>No restatement cycle has looked yet.</p>"
-    else:
-        waiting = f"<p class=muted>Looked at {escape(cycle['looked_at'])}.</p>" + _table(
-            ["view", "late rows", "events", "published windows", "oldest window",
-             "waiting since"],
-            [f"<tr><td>{escape(view)}</td><td class={'warning' if w['rows'] else 'passed'}>"
-             f"{w['rows']}</td><td>{w['events']}</td><td>{w['windows']}</td>"
-             f"<td>{escape(str(w['oldest_window'] or '–'))}</td>"
-             f"<td>{escape(str(w['waiting_since'] or '–'))}</td></tr>"
-             for view, w in sorted(cycle["views"].items())])
+    """Per view, the late rows waiting; the newest restatements (interval, late rows taken
+    in, run)."""
+    shown = _table(
+        ["view", "late rows", "events", "published windows", "oldest window",
+         "waiting since"],
+        [f"<tr><td>{escape(w.view)}</td><td class={'warning' if w.rows else 'passed'}>"
+         f"{w.rows}</td><td>{w.events}</td><td>{len(w.windows)}</td>"
+         f"<td>{_moment(w.oldest)}</td><td>{_moment(w.waiting_since)}</td></tr>"
+         for w in sorted(waiting, key=lambda w: w.view)])
     newest = restatements[::-1][:limit]
     done = _table(["restated at", "view", "interval", "late rows", "events",
                    "bronze version", "run"],
@@ -189,7 +200,11 @@ def late_rows(cycle: dict[str, Any] | None, restatements: list[dict[str, Any]],
                    f"<td>{r['late_events']}</td><td>{r['computed_from']} → "
                    f"{r['bronze_version']}</td><td>{escape(r['run_id'])}</td></tr>"
                    for r in newest]) if newest else "<p class=muted>None yet.</p>"
-    return waiting + f"<h2>Recent restatements ({len(newest)} of {len(restatements)})</h2>" + done
+    return shown + f"<h2>Recent restatements ({len(newest)} of {len(restatements)})</h2>" + done
+
+
+def _moment(moment: datetime | None) -> str:
+    return "–" if moment is None else escape(iso_utc(moment))
 
 
 def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50,

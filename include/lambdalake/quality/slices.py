@@ -132,6 +132,25 @@ def validate_view_slice(
                                orphan_max_share=settings.quality.orphan_max_rate)
 
 
+def gate_staged_slice(
+    spark: SparkSession, settings: Settings, view: ViewDefinition, table_path: str,
+    start: datetime, end: datetime, bronze_version: int, run_id: str,
+) -> GateResult:
+    """The view gate of one slice outside a gate step (a full reprocess's carried slice):
+    validated as ``validate_view_slice`` does, against the view's usual row count, and
+    recorded in the history with its page, as a gate step records its own."""
+    from lambdalake.quality.baseline import usual_row_count
+    from lambdalake.quality.docs import record_with_pages
+    from lambdalake.quality.history import read_row_counts
+
+    bounds = usual_row_count(read_row_counts(settings, "batch"), "batch", view.name, start, end,
+                             settings.quality)
+    result = validate_view_slice(spark, settings, view, table_path, start, end,
+                                 bronze_version=bronze_version, row_count=bounds)
+    record_with_pages([result], settings, run_id=run_id)
+    return result
+
+
 def read_view_rows(table_path: str, start: datetime, end: datetime, max_rows: int
                    ) -> pa.Table | None:
     """The rows of the view table at ``table_path`` whose window starts in [start, end),

@@ -51,6 +51,16 @@ def version_of(switches: list[dict[str, Any]], view_name: str) -> int:
     return int(max(mine, key=lambda r: r["switched_at"])["version"])
 
 
+def version_before(switches: list[dict[str, Any]], view_name: str) -> int | None:
+    """The version readers used before the newest switch of ``view_name`` (None: never
+    switched)."""
+    mine = sorted((r for r in switches if r["view"] == view_name),
+                  key=lambda r: r["switched_at"])
+    if not mine:
+        return None
+    return int(mine[-2]["version"]) if len(mine) > 1 else FIRST_VERSION
+
+
 def current_table_path(settings: Settings, view_name: str) -> str:
     return settings.table_path(physical_table(view_name, current_version(settings, view_name)))
 

@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
-from lambdalake.batch.recompute import check_interval, recompute_views
+from lambdalake.batch.recompute import check_interval
+from lambdalake.batch.written import SliceWritten
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.generator.traffic import TrafficGenerator, TrafficProfile
 from lambdalake.lake.bronze import BRONZE_TABLE, write_micro_batch
 from lambdalake.lake.ledger import BatchLedger
+from lambdalake.quality.slices import gate_staged_slice
 from lambdalake.settings import Settings
 from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition, load_views
+from tests.support.batch_runs import stage_and_promote
 from tests.support.ground_truth import expected_view, first_copies
 
 if TYPE_CHECKING:
@@ -67,8 +70,8 @@ def test_batch_view_equals_an_independent_computation(
 ) -> None:
     view = load_views()[view_name]
     end = START + timedelta(hours=2)
-    recompute_views(spark, lake, [view], START, START + timedelta(hours=1), "run-1")
-    recompute_views(spark, lake, [view], START + timedelta(hours=1), end, "run-1")
+    stage_and_promote(spark, lake, [view], START, START + timedelta(hours=1), "run-1")
+    stage_and_promote(spark, lake, [view], START + timedelta(hours=1), end, "run-1")
     bronze = spark.read.format("delta").load(lake.table_path(BRONZE_TABLE)).toPandas()
     expected = expected_view(first_copies(bronze), view, START, end)
     actual = actual_view(spark, lake, view)
@@ -89,8 +92,8 @@ def test_a_rerun_replaces_the_slice_and_a_late_event_is_included(
 ) -> None:
     view = load_views()["page_traffic"]
     hour = START + timedelta(hours=1)
-    [first] = recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "run-a")
-    [again] = recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "run-b")
+    [first] = stage_and_promote(spark, lake, [view], hour, hour + timedelta(hours=1), "run-a")
+    [again] = stage_and_promote(spark, lake, [view], hour, hour + timedelta(hours=1), "run-b")
     table = spark.read.format("delta").load(current_table_path(lake, view.name))
     slice_rows = table.where(f"window_start = '{hour:%Y-%m-%d %H:%M:%S}'")
     assert again.rows == first.rows == slice_rows.count()  # replaced, not appended
@@ -106,11 +109,11 @@ def test_a_rerun_replaces_the_slice_and_a_late_event_is_included(
     ingest(spark, lake, [late_view], first_offset=10_000, batch=1)  # arrives after the run
     assert page_views(spark, lake, view, hour, "/page/0") == views_before
     # a run whose bronze gate validated the version before it computes that version only
-    [pinned] = recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1),
+    [pinned] = stage_and_promote(spark, lake, [view], hour, hour + timedelta(hours=1),
                                "run-pinned", bronze_version=first.bronze_version)
     assert pinned.bronze_version == first.bronze_version
     assert page_views(spark, lake, view, hour, "/page/0") == views_before
-    recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "run-c")
+    stage_and_promote(spark, lake, [view], hour, hour + timedelta(hours=1), "run-c")
     assert page_views(spark, lake, view, hour, "/page/0") == views_before + 1
 
 
@@ -120,20 +123,23 @@ def test_an_interval_with_more_events_than_the_step_may_collect_is_written_by_sp
 ) -> None:
     from deltalake import DeltaTable
 
+    from lambdalake.batch.recompute import stage_views
+    from lambdalake.batch.staging import promote_run, staging_path
+
     view = load_views()["product_sales"]
     first, second = START, START + timedelta(hours=1)
     for hour in (first, second):
-        recompute_views(spark, lake, [view], hour, hour + timedelta(hours=1), "collected")
+        stage_and_promote(spark, lake, [view], hour, hour + timedelta(hours=1), "collected")
     path = current_table_path(lake, view.name)
-    assert "delta-rs" in str(DeltaTable(path).history(1)[0].get("clientVersion"))
     collected = actual_view(spark, lake, view)
 
     def recompute(max_rows: int, run_id: str) -> tuple[int, dict[str, Any]]:
         limited = lake.model_copy(update={"batch": lake.batch.model_copy(
             update={"local_write_max_rows": max_rows})})
-        [written] = recompute_views(spark, limited, [view], second, second + timedelta(hours=1),
-                                    run_id)
-        [commit] = DeltaTable(path).history(1)
+        end = second + timedelta(hours=1)
+        [written] = stage_views(spark, limited, [view], second, end, run_id)
+        [commit] = DeltaTable(staging_path(limited, view.name, run_id, second, end)).history(1)
+        promote_run(limited, run_id, second, end, [view.name])
         return written.rows, commit
 
     rows, commit = recompute(10, "on-spark")  # more events and more rows than 10
@@ -145,9 +151,10 @@ def test_an_interval_with_more_events_than_the_step_may_collect_is_written_by_sp
     assert run_ids == {(first.hour, "collected"), (second.hour, "on-spark")}
     assert rows == table.where("run_id = 'on-spark'").count() > 10
     # more events than that, but no more rows: counted, then collected and written by delta-rs
-    assert recompute(rows, "counted")[0] == rows
-    assert "delta-rs" in str(DeltaTable(path).history(1)[0].get("clientVersion"))
+    rows_counted, commit = recompute(rows, "counted")
+    assert rows_counted == rows and "delta-rs" in str(commit.get("clientVersion"))
     assert normalized(actual_view(spark, lake, view), view) == normalized(collected, view)
+
 
 def test_intervals_must_be_utc_and_align_to_the_grain() -> None:
     from datetime import timezone
@@ -186,14 +193,24 @@ def test_the_batch_entry_point_runs_as_airflow_will_run_it(lake: Settings) -> No
     from lambdalake.orchestration.spark_jobs import job_path
 
     result = subprocess.run(
-        [sys.executable, str(job_path("batch_views")), "recompute", "--start", "2026-11-20T10:00:00Z",
+        [sys.executable, str(job_path("batch_views")), "stage", "--start", "2026-11-20T10:00:00Z",
          "--end", "2026-11-20T12:00:00Z", "--views", "funnel", "--run-id", "cli-1"],
         env={**os.environ, **lake.to_environment()}, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.count("batch: funnel v1 [2026-11-20 10:00, 2026-11-20 12:00)") == 1
+    from deltalake import DeltaTable
+
+    from lambdalake.batch.staging import staging_path
+
+    staged = DeltaTable(staging_path(lake, "funnel", "cli-1", START, START + timedelta(hours=2)))
+    assert set(staged.to_pyarrow_table(columns=["run_id"]).column("run_id").to_pylist()) == {
+        "cli-1"}
+    served = current_table_path(lake, "funnel")  # staged: no reader sees it
+    assert not DeltaTable.is_deltatable(served) or "cli-1" not in DeltaTable(
+        served).to_pyarrow_table(columns=["run_id"]).column("run_id").to_pylist()
     bad = subprocess.run(
-        [sys.executable, str(job_path("batch_views")), "recompute", "--start", "2026-11-20T10:00:00Z",
+        [sys.executable, str(job_path("batch_views")), "stage", "--start", "2026-11-20T10:00:00Z",
          "--end", "2026-11-20T12:00:00Z", "--views", "nope"],
         env={**os.environ, **lake.to_environment()}, capture_output=True, text=True, timeout=120,
     )
@@ -217,14 +234,14 @@ def test_intervals_of_one_day_are_written_in_parallel_without_conflicts(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from lambdalake.batch import recompute
+    from lambdalake.batch import staging
 
-    monkeypatch.setattr(recompute, "retry_on_conflict", lambda write: write())  # no retry allowed
+    monkeypatch.setattr(staging, "retry_on_conflict", lambda write: write())  # no retry allowed
     view = load_views()["page_traffic"]
     hours = [START + timedelta(hours=h) for h in range(2)]
     with ThreadPoolExecutor(2) as pool:
         written = list(pool.map(
-            lambda h: recompute_views(spark, lake, [view], h, h + timedelta(hours=1), "par"), hours))
+            lambda h: stage_and_promote(spark, lake, [view], h, h + timedelta(hours=1), "par"), hours))
     assert [w.start for [w] in written] == hours and all(w.rows > 0 for [w] in written)
 
 
@@ -242,11 +259,21 @@ def test_a_full_reprocess_switches_readers_atomically_and_keeps_newer_slices(
     import threading
 
     from lambdalake.batch.recompute import build_version, switch_to
+    from lambdalake.batch.staging import staging_path
+    from lambdalake.quality.history import read_results
     from lambdalake.views.catalog import current_version, physical_table
 
     view = load_views()["page_traffic"]
     second_hour = START + timedelta(hours=1)
-    recompute_views(spark, lake, [view], START, START + timedelta(hours=2), "before")
+    gated: list[tuple[datetime, str, bool]] = []
+
+    def gate(written: SliceWritten, staged: str) -> bool:  # the real gate, watched
+        result = gate_staged_slice(spark, lake, view, staged, written.start, written.end,
+                                   written.bronze_version, "reprocess")
+        gated.append((written.start, staged, result.success))
+        return result.success
+
+    stage_and_promote(spark, lake, [view], START, START + timedelta(hours=2), "before")
     old_version, old_total = current_version(lake, view.name), total_views(lake)
     ingest(spark, lake, page_views_at(START, 10, seed=11) + page_views_at(second_hour, 100, 12),
            first_offset=20_000, batch=2)
@@ -265,13 +292,18 @@ def test_a_full_reprocess_switches_readers_atomically_and_keeps_newer_slices(
         assert current_version(lake, view.name) == old_version  # invisible until the switch
         # meanwhile a scheduled run recomputes the first hour of the old version, late event included
         ingest(spark, lake, page_views_at(START, 1, seed=13), first_offset=30_000, batch=3)
-        recompute_views(spark, lake, [view], START, second_hour, "scheduled")
-        carried = switch_to(spark, lake, view, built.view_version, "reprocess")
+        stage_and_promote(spark, lake, [view], START, second_hour, "scheduled")
+        carried = switch_to(spark, lake, view, built.view_version, "reprocess", gate)
     finally:
         stop.set()
         reader.join()
     assert current_version(lake, view.name) == built.view_version
     assert [c.start for c in carried] == [START]  # the slice the scheduled run rewrote
+    # gated where it was staged before it was copied, and the verdict is in the history
+    assert gated == [(START, staging_path(lake, view.name, "reprocess:carried", START,
+                                          second_hour), True)]
+    assert [(r["subject"], r["start"], r["success"]) for r in read_results(lake)
+            if r.get("run_id") == "reprocess"] == [(view.name, START.isoformat(), True)]
     assert total_views(lake) == old_total + 111  # new version, with the late event carried over
     old_path = lake.table_path(physical_table(view.name, old_version))
     assert spark.read.format("delta").load(old_path).count() > 0  # the old version stays
@@ -279,3 +311,29 @@ def test_a_full_reprocess_switches_readers_atomically_and_keeps_newer_slices(
     # a reader mixing versions would see old_total + 100 (new second hour, old first hour)
     assert seen <= {old_total, old_total + 11, old_total + 110, old_total + 111}
     assert len(seen) >= 2
+
+
+def test_a_full_reprocess_whose_carried_slice_fails_its_gate_does_not_switch(
+    spark: SparkSession, lake: Settings
+) -> None:
+    """A slice published into the current version after a new one was built is carried
+    over only through its gate: rejected, readers stay on the current version, unchanged."""
+    from lambdalake.batch.recompute import CarriedSliceRejected, build_version, switch_to
+    from lambdalake.views.catalog import current_version
+
+    view = load_views()["page_traffic"]
+    built = build_version(spark, lake, view, "reprocess-2")
+    ingest(spark, lake, page_views_at(START, 1, seed=14), first_offset=40_000, batch=4)
+    stage_and_promote(spark, lake, [view], START, START + timedelta(hours=1), "scheduled-2")
+    before, served = current_version(lake, view.name), total_views(lake)
+    rejected: list[datetime] = []
+
+    def reject(written: SliceWritten, staged: str) -> bool:
+        rejected.append(written.start)
+        return False
+
+    with pytest.raises(CarriedSliceRejected, match="failed its gate"):
+        switch_to(spark, lake, view, built.view_version, "reprocess-2", reject)
+    assert rejected == [START]
+    assert current_version(lake, view.name) == before != built.view_version
+    assert total_views(lake) == served

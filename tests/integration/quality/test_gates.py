@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lambdalake.batch.recompute import recompute_views
 from lambdalake.batch.written import gated_bronze_line
 from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.generator.traffic import MALFORMED_KINDS, TrafficGenerator, TrafficProfile
@@ -50,6 +49,7 @@ from lambdalake.settings import PROJECT_ROOT, Settings
 from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition, load_views
+from tests.support.batch_runs import stage_and_promote
 from tests.support.browser import fenced_page
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def lake(spark: SparkSession, settings: Settings, tmp_path_factory: pytest.TempP
     contracts = ContractRegistry()
     write_micro_batch(classify(spark.createDataFrame(rows, KAFKA_SCHEMA), contracts,
                                lake.ingest), lake, contracts, BatchLedger("quality-test"), 0)
-    recompute_views(spark, lake, list(load_views().values()), START, END, "quality-1")
+    stage_and_promote(spark, lake, list(load_views().values()), START, END, "quality-1")
     return lake
 
 
@@ -544,6 +544,37 @@ def test_the_entry_point_prints_records_and_exits_by_verdict(
                              ("batch", "page_traffic", False, "r-3"),
                              ("batch", "funnel", False, "r-3"),
                              ("batch", "page_traffic", False, "r-4")]
+
+
+def test_the_entry_point_gates_a_run_s_staged_slices_not_the_served_ones(
+    spark: SparkSession, lake: Settings, broken_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--staged`` validates what the run (``--run-id``) staged, where no reader looks: a
+    run whose staged slice breaks a bound is rejected while the served slice passes, and one
+    whose staged slice is sound passes while the served one is left alone."""
+    from deltalake import DeltaTable
+
+    from lambdalake.batch.recompute import stage_views
+    from lambdalake.batch.staging import staging_path
+
+    validate = load_entry_point()
+    served = current_table_path(lake, "page_traffic")
+    served_version = DeltaTable(served).version()
+    bad = staging_path(lake, "page_traffic", "staged-bad", START, END)
+    spark.read.format("delta").load(broken_table).write.format("delta").save(bad)
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", *WINDOW, "--staged",
+                          "--run-id", "staged-bad"], lake) == DATA_REJECTED_EXIT
+    assert "  critical range:views (expect_column_values_to_be_between): " in \
+        capsys.readouterr().out
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", *WINDOW,
+                          "--run-id", "served"], lake) == 0
+    stage_views(spark, lake, [load_views()["page_traffic"]], START, END, "staged-good")
+    assert validate.main(["--layer", "batch", "--views", "page_traffic", *WINDOW, "--staged",
+                          "--run-id", "staged-good"], lake) == 0
+    assert DeltaTable(served).version() == served_version  # the gates wrote nothing there
+    with pytest.raises(SystemExit) as usage:
+        validate.main(["--layer", "batch", *WINDOW, "--staged"], lake)
+    assert usage.value.code == 2 and "--staged needs --run-id" in capsys.readouterr().err
 
 
 def test_the_entry_point_opens_a_spark_session_only_for_a_slice_too_large_for_it(

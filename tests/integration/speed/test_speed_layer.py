@@ -21,7 +21,6 @@ import pytest
 from deltalake import DeltaTable
 
 from lambdalake.batch.publication import Publication, publish
-from lambdalake.batch.recompute import recompute_views
 from lambdalake.contracts.registry import encode_event
 from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile
 from lambdalake.ingest.service import start_ingest_process, wait_caught_up
@@ -41,6 +40,7 @@ from lambdalake.streaming.service import app_process
 from lambdalake.views.catalog import current_table_path, current_version
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.background import Background
+from tests.support.batch_runs import stage_and_promote
 from tests.support.streaming_chaos import kill_mid_batch, produce_in_background
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def both_layers(spark: SparkSession, run: SpeedRun, view: ViewDefinition
     """{key: measures} of the batch and the real-time view, for the closed windows."""
     watermark = closed_windows(run, view)
     end = watermark.replace(minute=0, second=0, microsecond=0)
-    recompute_views(spark, run.settings, [view], run.start, end, "convergence-test")
+    stage_and_promote(spark, run.settings, [view], run.start, end, "convergence-test")
     measures = [m.name for m in view.measures]
 
     def rows(found: list[dict[str, Any]]) -> dict[tuple, dict]:
@@ -343,7 +343,7 @@ def test_serving_answers_batch_before_the_mark_and_realtime_after_it_through_ret
     midnight = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
     # the hours before the run hold late events too: compute every hour that is published
     if midnight < speed_run.start:
-        recompute_views(spark, settings, [view], midnight, speed_run.start, "serving-test")
+        stage_and_promote(spark, settings, [view], midnight, speed_run.start, "serving-test")
     mark = speed_run.start + timedelta(hours=2)
     publish_until(settings, view, mark)
     end = closed_windows(speed_run, view).replace(minute=0, second=0, microsecond=0)

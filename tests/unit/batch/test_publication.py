@@ -11,7 +11,13 @@ import pytest
 
 from lambdalake.batch.publication import HighWaterMarks, Publication, high_water_marks, publish
 from lambdalake.settings import Settings
-from lambdalake.views.catalog import current_table_path, current_version, switch_version
+from lambdalake.views.catalog import (
+    current_table_path,
+    current_version,
+    read_catalog,
+    switch_version,
+    version_before,
+)
 from tests.support.settings_factory import MakeSettings
 
 DAY = date(2026, 11, 20)
@@ -92,7 +98,11 @@ def test_concurrent_publishers_all_land(lake: Settings) -> None:
 def test_a_switch_moves_readers_to_the_new_version(lake: Settings) -> None:
     assert current_version(lake, "funnel") == 1
     assert current_table_path(lake, "funnel").endswith("/view_funnel_v1")
+    assert version_before(read_catalog(lake), "funnel") is None  # never switched
     switch_version(lake, "funnel", 2, "reprocess-1")
     assert current_version(lake, "funnel") == 2
     assert current_table_path(lake, "funnel").endswith("/view_funnel_v2")
     assert current_version(lake, "page_traffic") == 1
+    assert version_before(read_catalog(lake), "funnel") == 1  # what a retried switch finishes
+    switch_version(lake, "funnel", 3, "reprocess-2")
+    assert version_before(read_catalog(lake), "funnel") == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lambdalake.batch.recompute import replace_interval
+from lambdalake.batch.staging import replace_interval
 from lambdalake.lake.commits import retry_on_conflict
 
 MIDNIGHT = datetime(2026, 11, 28, tzinfo=UTC)

@@ -14,6 +14,7 @@ from lambdalake.batch import steps
 from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
 from lambdalake.batch.written import SliceWritten, parse_results
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
+from lambdalake.settings import Settings
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -152,3 +153,30 @@ def test_compute_reads_the_bronze_version_its_gate_step_reported(
     [gate, recompute] = steps_run
     assert "--bronze-version" not in gate  # the step pins it when it starts
     assert (gated, recompute[recompute.index("--bronze-version") + 1]) == (41, "41")
+
+
+def test_gate_views_validates_the_staged_slices_at_the_bronze_version_compute_read(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings,
+) -> None:
+    steps_run: list[list[str]] = []
+    monkeypatch.setattr(steps, "run_spark_job",
+                        lambda job, args: steps_run.append([job, *args]) or [])
+    plan = plan_batch_run({"views": ["page_traffic", "funnel"]}, START, END, "scheduled__1")
+    written = [SliceWritten(view, START, END, 3, 41, 1, 0).to_xcom()
+               for view in ("page_traffic", "funnel")]
+    steps.gate_views(settings, plan, written)
+    [[job, *args]] = steps_run
+    assert job == "validate" and "--staged" in args
+    assert args[args.index("--bronze-version") + 1] == "41"
+    assert args[args.index("--run-id") + 1] == "scheduled__1"
+
+
+def test_a_full_reprocess_whose_carried_slice_is_rejected_fails_without_retries(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings,
+) -> None:
+    monkeypatch.setattr(steps, "run_spark_job", gate_step_exiting(DATA_REJECTED_EXIT))
+    plan = plan_batch_run({"views": ["page_traffic"], "full_reprocess": True}, None, None,
+                          "manual__1")
+    built = [SliceWritten("page_traffic", START, END, 3, 41, 2, 0).to_xcom()]
+    with pytest.raises(AirflowFailException, match="the data failed its critical checks"):
+        steps.publish(settings, plan, built)

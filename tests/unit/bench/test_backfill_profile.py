@@ -26,7 +26,7 @@ class FakeProcess:
 @pytest.mark.parametrize(("process", "expected"), [
     (FakeProcess(["python", "/r/spark_jobs/validate.py", "--layer", "bronze", "--start", "x"]),
      "step validate bronze"),
-    (FakeProcess(["python /r/spark_jobs/batch_views.py recompute --start x"]),  # one title
+    (FakeProcess(["python /r/spark_jobs/batch_views.py stage --start x"]),  # one title
      "step batch_views"),
     (FakeProcess(["airflow worker -- 0193-ab"]), "airflow workers and task processes"),
     (FakeProcess(["airflow worker -- LocalExecutor: <idle>"]),

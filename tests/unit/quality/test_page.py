@@ -14,6 +14,8 @@ from lambdalake.quality.history import record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
+from lambdalake.timeutil import iso_utc
+from tests.support.settings_factory import MakeSettings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
 
@@ -54,25 +56,34 @@ def test_a_runs_page_shows_only_that_runs_validations(client: TestClient) -> Non
     assert "recorded no validation" in empty
 
 
-def test_the_overview_shows_late_rows_waiting_and_recent_restatements(
-    client: TestClient, settings: Settings,
+def test_the_overview_shows_the_late_rows_freshness_reports_and_recent_restatements(
+    make_settings: MakeSettings,
 ) -> None:
-    from lambdalake.batch.late_arrivals import Waiting, WaitingWindow
-    from lambdalake.batch.restatement import record_restatement, write_cycle_status
+    """The page's late rows are the look ``/freshness`` and ``make status`` report (the
+    newest of any process): rows arriving after their hour was published show as waiting,
+    and once the hour is published again from a bronze version holding them, as none,
+    without waiting for the next restatement cycle."""
+    from lambdalake.batch.restatement import record_restatement
+    from tests.support.late_rows import arrive, hour, publish_from
 
-    assert "No restatement cycle has looked yet" in client.get("/").text
-    write_cycle_status(settings, [
-        Waiting("page_traffic", [WaitingWindow(HOUR, 7, 6, 3, HOUR.replace(hour=12))]),
-        Waiting("funnel", [])], [], HOUR.replace(hour=13))
-    record_restatement(settings, HOUR, HOUR.replace(hour=11),
-                       {"funnel": {"rows": 4, "events": 4, "computed_from": 2}},
-                       {"funnel": 8}, "restate__2026-11-20T10:00:00Z__x")
+    lake = make_settings(batch={"start_date": hour(0).date()},
+                         serving={"late_rows_look_seconds": 0})
+    client = TestClient(create_quality_app(require_token, settings=lambda: lake),
+                        headers={"Authorization": "Bearer good"})
+    publish_from(lake, arrive(lake, [("a", "page_view", 0.5)]), 0)
+    late = arrive(lake, [("b", "page_view", 0.7), ("c", "page_view", 0.8)])
     page = client.get("/").text
-    assert "<td>page_traffic</td><td class=warning>7</td><td>6</td><td>1</td>" in page
-    assert "2026-11-20T10:00:00Z" in page and "2026-11-20T12:00:00Z" in page
+    assert "<td>page_traffic</td><td class=warning>2</td><td>2</td><td>1</td>" in page
+    assert f"<td>{iso_utc(hour(0))}</td>" in page
     assert "<td>funnel</td><td class=passed>0</td>" in page
-    assert "Recent restatements (1 of 1)" in page and "restate__2026-11-20T10:00:00Z__x" in page
-    assert "<td>4</td><td>4</td><td>2 → 8</td>" in page
+    publish_from(lake, late, 0)  # restated
+    record_restatement(lake, hour(0), hour(1),
+                       {"page_traffic": {"rows": 2, "events": 2, "computed_from": 0}},
+                       {"page_traffic": late}, "restate__2026-11-20T00:00:00Z__x")
+    page = client.get("/").text
+    assert "<td>page_traffic</td><td class=passed>0</td>" in page
+    assert "Recent restatements (1 of 1)" in page and "restate__2026-11-20T00:00:00Z__x" in page
+    assert f"<td>2</td><td>2</td><td>0 → {late}</td>" in page
 
 
 def test_filters_narrow_the_overview(client: TestClient) -> None:

@@ -1,0 +1,152 @@
+"""Write-audit-publish on a local lake (delta-rs, no Spark): a run's staged slice is seen by
+no reader until its publish copies it, once, into the table readers use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lambdalake.batch.publication import read_publications
+from lambdalake.batch.staging import (
+    discard,
+    discard_stale,
+    promote,
+    promote_run,
+    staging_path,
+)
+from lambdalake.batch.steps import BatchPlan, publish
+from lambdalake.batch.written import SliceWritten
+from lambdalake.settings import Settings
+from lambdalake.views.catalog import current_table_path, switch_version
+from tests.support.settings_factory import MakeSettings
+
+MIDNIGHT = datetime(2026, 11, 28, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def view_rows(hours: range, views: int, run_id: str) -> pa.Table:
+    starts = [MIDNIGHT + h * HOUR for h in hours for _ in ("/a", "/b")]
+    return pa.table({
+        "window_start": pa.array(starts, pa.timestamp("us", tz="UTC")),
+        "page": ["/a", "/b"] * len(hours),
+        "views": pa.array([views] * len(starts), pa.int64()),
+        "run_id": [run_id] * len(starts),
+        "bronze_version": pa.array([7] * len(starts), pa.int64()),
+    })
+
+
+def stage(settings: Settings, hours: range, views: int, run_id: str) -> str:
+    path = staging_path(settings, "page_traffic", run_id, MIDNIGHT + hours[0] * HOUR,
+                        MIDNIGHT + (hours[-1] + 1) * HOUR)
+    write_deltalake(path, view_rows(hours, views, run_id), mode="overwrite",
+                    partition_by=["window_start"])
+    return path
+
+
+def served(settings: Settings) -> dict[tuple[datetime, str], tuple[int, str]]:
+    path = current_table_path(settings, "page_traffic")
+    if not DeltaTable.is_deltatable(path):
+        return {}
+    return {(r["window_start"], r["page"]): (r["views"], r["run_id"])
+            for r in DeltaTable(path).to_pyarrow_table().to_pylist()}
+
+
+def test_staging_paths_are_apart_per_run_and_interval_and_safe_for_object_stores(
+    settings: Settings,
+) -> None:
+    run = "scheduled__2026-11-28T00:00:00+00:00"
+    paths = {staging_path(settings, "page_traffic", r, MIDNIGHT + s * HOUR, MIDNIGHT + e * HOUR)
+             for r, s, e in [(run, 0, 1), (run, 0, 2), (run + "x", 0, 1), (run, 1, 2)]}
+    assert len(paths) == 4
+    assert all(":" not in Path(p).name and "+" not in p for p in paths)
+
+
+def test_a_staged_slice_is_served_only_once_promoted_and_replaces_its_interval_alone(
+    settings: Settings,
+) -> None:
+    promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + 2 * HOUR,
+            stage(settings, range(2), views=1, run_id="first"))
+    staged = stage(settings, range(1, 2), views=5, run_id="rerun")
+    assert {v for v, _ in served(settings).values()} == {1}  # staged: nobody sees it
+    version = DeltaTable(current_table_path(settings, "page_traffic")).version()
+    assert promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged) == 1
+    table = DeltaTable(current_table_path(settings, "page_traffic"))
+    assert table.version() == version + 1  # one commit
+    expected = {(MIDNIGHT, "/a"): (1, "first"), (MIDNIGHT, "/b"): (1, "first"),
+                (MIDNIGHT + HOUR, "/a"): (5, "rerun"), (MIDNIGHT + HOUR, "/b"): (5, "rerun")}
+    assert served(settings) == expected
+    promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged)  # a retry
+    assert served(settings) == expected
+
+
+def test_a_slice_promoted_into_a_version_readers_do_not_use_yet_stays_unseen(
+    settings: Settings,
+) -> None:
+    staged = stage(settings, range(1), views=3, run_id="carried")
+    assert promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + HOUR, staged,
+                   into_version=2) == 2
+    assert served(settings) == {}
+    switch_version(settings, "page_traffic", 2, "reprocess")
+    assert {v for v, _ in served(settings).values()} == {3}
+
+
+def plan(run_id: str, start: datetime, end: datetime) -> BatchPlan:
+    return BatchPlan(start, end, ["page_traffic"], False, run_id)
+
+
+def written(start: datetime, end: datetime, rows: int) -> list[dict[str, object]]:
+    """What compute reports: the version readers used when it staged (a full reprocess may
+    switch them before the publish), here one that is not the one it is published into."""
+    return [SliceWritten("page_traffic", start, end, rows, 7, 99, 0).to_xcom()]
+
+
+def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_nothing(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(batch={"start_date": MIDNIGHT.date()})
+    staged = stage(settings, range(2), views=2, run_id="run-1")
+    run = plan("run-1", MIDNIGHT, MIDNIGHT + 2 * HOUR)
+    marks = publish(settings, run, written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))
+    assert marks == {"page_traffic": (MIDNIGHT + 2 * HOUR).isoformat()}
+    assert {v for v, _ in served(settings).values()} == {2} and len(served(settings)) == 4
+    assert not DeltaTable.is_deltatable(staged)  # removed once published
+    logged = [(r["view"], r["interval_start"], r["view_version"], r["run_id"])
+              for r in read_publications(settings)]
+    assert logged == [("page_traffic", MIDNIGHT, 1, "run-1")]
+    publish(settings, run, written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))  # a retried publish
+    assert [r["run_id"] for r in read_publications(settings)] == ["run-1"]
+    assert len(served(settings)) == 4
+
+
+def test_publishing_a_slice_never_staged_fails_and_leaves_the_served_rows(
+    settings: Settings,
+) -> None:
+    promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + HOUR,
+            stage(settings, range(1), views=1, run_id="first"))
+    before = served(settings)
+    with pytest.raises(FileNotFoundError, match="clear its compute task"):
+        promote_run(settings, "lost", MIDNIGHT, MIDNIGHT + HOUR, ["page_traffic"])
+    assert served(settings) == before and read_publications(settings) == []
+
+
+def test_discarding_removes_a_staging_table_alone_and_a_missing_one_is_fine(
+    settings: Settings,
+) -> None:
+    staged, kept = (stage(settings, range(1), views=1, run_id=run) for run in ("gone", "kept"))
+    discard(staged)
+    assert not Path(staged).exists() and DeltaTable.is_deltatable(kept)
+    discard(staged)
+
+
+def test_a_failed_run_s_staging_is_kept_for_a_while_then_removed(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(batch={"failed_staging_keep_hours": 2})
+    failed = stage(settings, range(1), views=1, run_id="failed")
+    assert discard_stale(settings) == []
+    removed = discard_stale(settings, now=datetime.now(UTC) + timedelta(hours=3))
+    assert len(removed) == 1 and not DeltaTable.is_deltatable(failed)
