@@ -123,8 +123,10 @@ def discard_stale(settings: Settings, now: datetime | None = None) -> list[str]:
 
     removed = []
     for table in (t for view in subdirectories(root) for t in subdirectories(view)):
+        # any file's time, not only the log's: a write on Spark adds its data files first,
+        # so a table being staged right now may have no commit yet
         written = [info.mtime for info in filesystem.get_file_info(
-            pafs.FileSelector(f"{table}/_delta_log", allow_not_found=True)) if info.mtime]
+            pafs.FileSelector(table, allow_not_found=True, recursive=True)) if info.mtime]
         if not written or max(written) < cutoff:
             discard(f"{settings.table_path(STAGING_DIR)}/{table[len(root):].strip('/')}")
             removed.append(table)
