@@ -41,11 +41,11 @@ def lambdalake_restatement() -> None:
         from datetime import UTC
 
         from lambdalake.operations.restatement import restatement_cycle
-        from lambdalake.orchestration.airflow_api import admin_client
+        from lambdalake.orchestration.airflow_api import trigger_client
 
         assert run_id is not None
         current = get_settings()
-        cycle = restatement_cycle(current, admin_client(current), datetime.now(UTC), run_id)
+        cycle = restatement_cycle(current, trigger_client(current), datetime.now(UTC), run_id)
         for line in cycle.describe():
             print(line)
         return [triggered for triggered, _ in cycle.triggered]

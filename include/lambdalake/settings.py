@@ -273,6 +273,10 @@ class SparkSettings(BaseModel):
         "when it is not defined, connect_url"
     )
     connect_port: int = Field(15002, description="the stack's Spark Connect server port")
+    connect_token: SecretStr | None = Field(
+        None, description="the bearer token the stack's own Connect server requires of every "
+        "client; unset: generated in local dev (state dir secrets/spark-connect-token), "
+        "required in production; never logged")
     connect_memory: str = Field("3g", description="the Spark Connect server's driver memory")
     connect_wait_seconds: float = Field(
         120.0, ge=0, description="a batch task waits this long for an unreachable Connect "
@@ -290,8 +294,11 @@ class SparkSettings(BaseModel):
 
     @property
     def connect_remote(self) -> str:
-        """The Spark Connect URL batch tasks connect to."""
-        return self.connect_url or f"sc://{self.driver_host}:{self.connect_port}"
+        """The Spark Connect URL batch tasks connect to. The stack's own server on loopback
+        is named ``localhost``: pyspark sends a token without TLS only to that name, over a
+        local channel."""
+        host = "localhost" if self.driver_host == LOOPBACK else self.driver_host
+        return self.connect_url or f"sc://{host}:{self.connect_port}"
 
 
 class IngestSettings(BaseModel):
@@ -482,6 +489,10 @@ class ServingSettings(BaseModel):
     maintain_every_minutes: int = Field(
         10, ge=1, description="schedule of the serving DAG (it also runs on batch publishes)"
     )
+    incomplete_realtime_rows: Literal["serve", "hide"] = Field(
+        "serve", description="real-time rows whose window is still open, lost events the "
+        "speed layer dropped as too late, or began before it could count them: serve (each "
+        "says `complete: false`) or hide (answers hold only whole windows)")
     late_rows_look_seconds: float = Field(
         30.0, ge=0, description="/freshness answers from a look for late rows waiting at most"
                           " this old (any process's)"
@@ -494,6 +505,10 @@ class ServingSettings(BaseModel):
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def serves_incomplete(self) -> bool:
+        return self.incomplete_realtime_rows == "serve"
 
     def auth_headers(self) -> dict[str, str]:
         """What a client of the query API sends to be let in."""
@@ -524,6 +539,13 @@ class AirflowSettings(BaseModel):
     spark_pool_slots: int = Field(2, ge=1, description="concurrent Spark jobs")
     admin_user: str = "admin"
     admin_password: SecretStr | None = Field(
+        None, description="unset in local dev: generated once and kept in the state dir"
+    )
+    trigger_user: str = Field(
+        "lambdalake-trigger", description="the account the restatement DAG triggers batch "
+        "runs with: Airflow's `user` role (it may read and trigger DAGs, not change pools, "
+        "connections, variables or users)")
+    trigger_password: SecretStr | None = Field(
         None, description="unset in local dev: generated once and kept in the state dir"
     )
 
@@ -603,9 +625,10 @@ class Settings(BaseSettings):
         assert self.jars_dir is not None
         return self.jars_dir / "spark-connectors"
 
-    def to_environment(self) -> dict[str, str]:
+    def to_environment(self, secrets: bool = True) -> dict[str, str]:
         """These settings as LAMBDALAKE_* variables: a child process given them (and no
-        .env override) builds equal settings."""
+        .env override) builds equal settings; without ``secrets``, equal but for the
+        credentials (a process that uses none of them is given none)."""
         variables: dict[str, str] = {}
 
         def walk(model: BaseModel, prefix: str) -> None:
@@ -617,7 +640,8 @@ class Settings(BaseSettings):
                 elif value is None:
                     continue
                 elif isinstance(value, SecretStr):
-                    variables[key] = value.get_secret_value()
+                    if secrets:
+                        variables[key] = value.get_secret_value()
                 elif isinstance(value, dict):
                     variables[key] = json.dumps(value)
                 else:

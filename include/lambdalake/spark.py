@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from lambdalake.settings import Settings, get_settings
 from lambdalake.stack.jars import spark_jars
@@ -205,9 +206,9 @@ def task_session(
         return
     from pyspark.sql import SparkSession
 
-    remote = settings.spark.connect_remote
+    remote = redacted(settings.spark.connect_remote)  # what messages name: never a token
     wait_for_server(remote, settings.spark.connect_wait_seconds)
-    session = SparkSession.builder.remote(remote).create()
+    session = SparkSession.builder.remote(authenticated(settings)).create()
     server_alive = True
     try:
         session.client.set_retry_policies([connect_retry_policy()])
@@ -246,6 +247,32 @@ class SessionOnFirstUse:
         if self._session is None:
             self._session = self._stack.enter_context(self._open_session())
         return getattr(self._session, name)
+
+
+CONNECT_TOKEN_SECRET = "spark-connect-token"
+
+
+def connect_token(settings: Settings) -> str | None:
+    """The token the stack's own Connect server requires of its clients (None for an
+    external server: its URL or Airflow connection carries what it needs)."""
+    from lambdalake.stack.secrets import local_secret
+
+    if not settings.spark.runs_connect_server:
+        return None
+    return local_secret(settings, CONNECT_TOKEN_SECRET, settings.spark.connect_token)
+
+
+def authenticated(settings: Settings) -> str:
+    """The Connect URL a client opens: with the stack's own server, its token as the URL's
+    ``token`` parameter (for the builder only: nothing prints this URL)."""
+    remote = settings.spark.connect_remote
+    token = connect_token(settings)
+    return remote if token is None else f"{remote.rstrip('/')}/;token={quote(token, safe='')}"
+
+
+def redacted(remote: str) -> str:
+    """A Connect URL as it may be shown: its token replaced."""
+    return re.sub(r"(;token=)[^;]*", r"\1***", remote)
 
 
 def server_address(remote: str) -> tuple[str, int]:

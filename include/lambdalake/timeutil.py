@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _DURATION = re.compile(r"^(?P<amount>\d+)\s*(?P<unit>second|minute|hour|day)s?$")
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
@@ -69,3 +69,16 @@ def as_utc(moment: datetime, *, naive_is_utc: bool = False) -> datetime:
 def iso_utc(moment: datetime) -> str:
     """``moment`` to the second, in UTC, as the DAGs and entry points take it."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_microseconds(moment: datetime) -> int:
+    """An aware instant as whole microseconds since the Unix epoch (Arrow's and Delta's unit)."""
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def from_epoch_microseconds(microseconds: int) -> datetime:
+    """The aware UTC instant ``microseconds`` after the Unix epoch."""
+    return EPOCH + timedelta(microseconds=microseconds)

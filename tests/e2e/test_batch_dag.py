@@ -485,13 +485,38 @@ def test_a_full_reprocess_switches_readers_while_ingest_writes(
           + ", ".join(f"{r['view']} {r['late_rows']} late rows" for r in restated))
 
 
-def airflow_auth(stack: Platform) -> dict[str, str]:
-    """The admin's bearer token for Airflow's REST API and its plugin pages."""
+def airflow_auth(stack: Platform, user: str | None = None, password: str | None = None
+                 ) -> dict[str, str]:
+    """A bearer token for Airflow's REST API and its plugin pages: the admin's, or
+    ``user``'s."""
     settings = stack.settings
     token = httpx.post(f"{settings.airflow.base_url}/auth/token", timeout=30, json={
-        "username": settings.airflow.admin_user, "password": stack.airflow.admin_password,
+        "username": user or settings.airflow.admin_user,
+        "password": password or stack.airflow.admin_password,
     }).json()["access_token"]
     return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_trigger_account_reads_runs_and_changes_no_pool_variable_or_connection(
+    stack: Platform, client: AirflowClient
+) -> None:
+    """The restatement DAG triggers runs as this account (the restatement tests above show
+    it can); Airflow refuses it everything an admin could change."""
+    settings = stack.settings
+    auth = airflow_auth(stack, settings.airflow.trigger_user, stack.airflow.trigger_password)
+    api = f"{settings.airflow.base_url}/api/v2"
+    runs = httpx.get(f"{api}/dags/{DAG_ID}/dagRuns", headers=auth, timeout=30)
+    assert runs.status_code == 200 and "dag_runs" in runs.json(), runs.text[:500]
+    pool = settings.airflow.spark_pool
+    refused = [
+        httpx.patch(f"{api}/pools/{pool}", params={"update_mask": "slots"}, headers=auth,
+                    json={"pool": pool, "slots": 0, "include_deferred": False}, timeout=30),
+        httpx.post(f"{api}/variables", headers=auth, json={"key": "k", "value": "v"},
+                   timeout=30),
+        httpx.post(f"{api}/connections", headers=auth,
+                   json={"connection_id": "c", "conn_type": "http"}, timeout=30),
+    ]
+    assert [r.status_code for r in refused] == [403, 403, 403], [r.text[:200] for r in refused]
 
 
 def set_spark_pool(settings: Settings, auth: dict[str, str], slots: int) -> None:
@@ -712,6 +737,22 @@ with task_session("a") as a, task_session("b") as b:
     assert seen == {"a_rows": 3, "b_sees_it": False, "a_partitions": "7",
                     "b_partitions": str(stack.settings.spark.shuffle_partitions),
                     "b_time_zone": "UTC"}
+
+
+def test_the_connect_server_refuses_a_client_without_its_token(stack: Platform) -> None:
+    """Any local user can reach the port; only a client with the stack's token gets a
+    session (the tasks above had one)."""
+    process = task_process(f"""
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote("sc://localhost:{stack.settings.spark.connect_port}").create()
+try:
+    print(spark.range(3).count())
+except Exception as error:
+    print("refused:", type(error).__name__, " ".join(str(error).split())[:300])
+""")
+    output, _ = process.communicate(timeout=120)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("refused:") and "UNAUTHENTICATED" in last.upper(), output[-3000:]
 
 
 def test_a_dead_connect_server_fails_its_task_clearly_and_a_restart_serves_the_next(

@@ -118,7 +118,7 @@ def test_the_stack_runs_its_own_connect_server_unless_one_is_given_or_tasks_use_
     make_settings: MakeSettings,
 ) -> None:
     own = make_settings(spark={"connect_port": 21150}).spark
-    assert own.runs_connect_server and own.connect_remote == "sc://127.0.0.1:21150"
+    assert own.runs_connect_server and own.connect_remote == "sc://localhost:21150"
     external = make_settings(spark={"connect_url": "sc://spark.example:443/;use_ssl=true"}).spark
     assert not external.runs_connect_server
     assert external.connect_remote == "sc://spark.example:443/;use_ssl=true"

@@ -205,9 +205,14 @@ class LateArrivals:
         self._save_answer(answer)
         return answer
 
-    def _answer_of_last_look(self, max_age_seconds: float) -> list[Waiting] | None:
-        """The saved answer for these views if every view's is at most ``max_age_seconds``
-        old (the file is parsed again only when it was replaced)."""
+    def last_answer(self) -> dict[str, Waiting]:
+        """The newest look's answer per view, however old, without looking (what the query
+        API marks its batch rows from on every snapshot); empty before the first look."""
+        return {view: answer for view, (_, answer) in self._saved_answers().items()}
+
+    def _saved_answers(self) -> dict[str, tuple[float, Waiting]]:
+        """Per view, when the newest look was and its answer (the file is parsed again only
+        when it was replaced)."""
         try:
             stat = self.answer_file.stat()
             identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -218,8 +223,13 @@ class LateArrivals:
                            Waiting(view, [_window(w) for w in answer["windows"]]))
                     for view, answer in saved.items()})
         except (FileNotFoundError, ValueError, KeyError, TypeError):  # none yet, or unreadable
-            return None
-        answers = self._parsed[1]
+            return {}
+        return self._parsed[1]
+
+    def _answer_of_last_look(self, max_age_seconds: float) -> list[Waiting] | None:
+        """The saved answer for these views if every view's is at most ``max_age_seconds``
+        old."""
+        answers = self._saved_answers()
         oldest = time.time() - max_age_seconds
         if any(answers.get(view.name, (-1.0,))[0] < oldest for view in self.views):
             return None

@@ -12,8 +12,6 @@ the mark and in each of them (``HighWaterMarks.beyond``), real-time rows everywh
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lambdalake.lake.delta_rs import append_rows, read_rows
+from lambdalake.lake.delta_rs import append_rows, content_key, read_rows
 from lambdalake.settings import Settings
 
 PUBLICATIONS_TABLE = "batch_publications"
@@ -54,13 +52,6 @@ def publish(settings: Settings, publications: list[Publication]) -> None:
     append_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA,
                 [{**p.__dict__, "published_at": now} for p in publications],
                 once=content_key("publish", [p.__dict__ for p in publications]))
-
-
-def content_key(kind: str, rows: list[dict[str, Any]]) -> str:
-    """An idempotency key of a bookkeeping append (``append_rows``' ``once``): its kind and
-    a digest of its rows without the moment they are written."""
-    text = json.dumps(sorted(json.dumps(row, default=str, sort_keys=True) for row in rows))
-    return f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
 def published_intervals(settings: Settings, view_name: str) -> list[tuple[datetime, datetime]]:

@@ -20,8 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from lambdalake.batch.late_arrivals import Waiting
-from lambdalake.batch.publication import content_key
-from lambdalake.lake.delta_rs import append_rows, read_rows
+from lambdalake.lake.delta_rs import append_rows, content_key, read_rows
 from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc
 

@@ -115,7 +115,8 @@ def cmd_query(settings: Settings, args: argparse.Namespace) -> int:
     try:
         query = parse_query(views, args.view, start=args.start, end=args.end, where=args.where,
                             limit=args.limit, offset=args.offset,
-                            max_limit=settings.serving.max_limit)
+                            max_limit=settings.serving.max_limit,
+                            serve_incomplete=settings.serving.serves_incomplete)
     except QueryError as error:
         print(f"lambdalake query: {error}", file=sys.stderr)
         return 2

@@ -120,6 +120,7 @@ def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
         server_command,
         server_environment,
     )
+    from lambdalake.spark import redacted
 
     if args.action == "run":
         command = server_command(settings)
@@ -132,7 +133,7 @@ def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
     else:
         healthy = server.healthy()
         print(f"Spark Connect server {'healthy' if healthy else 'not running'} "
-              f"(batch tasks use {settings.spark.connect_remote})")
+              f"(batch tasks use {redacted(settings.spark.connect_remote)})")
         return 0 if healthy else 3
     return 0
 

@@ -133,6 +133,16 @@ class AirflowClient:
         raise AirflowApiError(f"backfill {backfill_id} did not complete within {timeout:.0f}s")
 
 
+def trigger_client(settings: Settings) -> AirflowClient:
+    """A client of the configured Airflow as the account that triggers runs (Airflow's
+    ``user`` role: it reads and triggers DAG runs, and may change nothing else)."""
+    from lambdalake.stack.airflow import Airflow
+
+    airflow = settings.airflow
+    return AirflowClient(airflow.base_url, airflow.trigger_user,
+                         Airflow(settings).trigger_password)
+
+
 def admin_client(settings: Settings) -> AirflowClient:
     """A client of the configured Airflow, as its admin (whose password in local dev is the
     one the stack generated)."""

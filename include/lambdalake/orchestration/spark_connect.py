@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
 
 from lambdalake.settings import Settings
-from lambdalake.spark import server_address, spark_conf
+from lambdalake.spark import connect_token, server_address, spark_conf
 from lambdalake.stack import object_store
 from lambdalake.stack.process import OneProcessComponent, port_open
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Connection
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+"""Where the server reads the token it requires (``spark.connect.authenticate.token``)."""
 ORPHAN_CONF = {
     # A task killed mid-query leaves its operation running on the server, detached from
     # any client. Spark interrupts a detached operation after this timeout (5 min by
@@ -61,11 +63,18 @@ def server_command(settings: Settings) -> list[str]:
 
 
 def server_environment(settings: Settings) -> dict[str, str]:
-    """The server JVM's environment: the settings, and the object storage's credentials
-    (s3a reads them from the ``AWS_*`` variables)."""
+    """The server JVM's environment: the settings without any credential, the object
+    storage's (s3a reads them from the ``AWS_*`` variables), and the token it requires of
+    its clients (read from the environment, not its command line, which every local user
+    can see). The API token, the database's and Airflow's passwords stay out of it: a
+    client's code runs in it."""
     lake = object_store.environment(settings) if settings.lake.on_object_storage else {}
-    return {**os.environ, **settings.to_environment(), **lake,
-            "SPARK_LOCAL_IP": settings.spark.driver_host}
+    inherited = {key: value for key, value in os.environ.items()
+                 if not key.startswith("LAMBDALAKE_")}
+    token = connect_token(settings)
+    return {**inherited, **settings.to_environment(secrets=False), **lake,
+            "SPARK_LOCAL_IP": settings.spark.driver_host,
+            **({} if token is None else {TOKEN_VARIABLE: token})}
 
 
 class SparkConnectServer(OneProcessComponent):

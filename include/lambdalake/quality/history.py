@@ -58,13 +58,23 @@ def record(result: GateResult, settings: Settings, **context: Any) -> str:
     return append(settings, [entry(result, **context)])
 
 
+MOMENT_FIELDS = ("recorded_at", "seconds", "docs", "docs_error")
+"""What differs between two records of one verdict: when, how long, and its page's name."""
+
+
 def append(settings: Settings, entries: Sequence[dict[str, Any]]) -> str:
     """Append ``entries`` (made by ``entry``) in one commit: a gate step's gates make one
-    file and one log entry instead of one each."""
-    from lambdalake.lake.delta_rs import append_rows
+    file and one log entry instead of one each. Entries of a run (each has a ``run_id``)
+    are appended once: a task retried after a commit whose answer was lost records the
+    same verdicts again, which the history then holds once."""
+    from lambdalake.lake.delta_rs import append_rows, content_key
 
     path = results_path(settings)
-    append_rows(path, SCHEMA, [_row(kept) for kept in entries])
+    once = None
+    if entries and all(kept.get("run_id") for kept in entries):
+        once = content_key("quality", [{k: v for k, v in kept.items() if k not in MOMENT_FIELDS}
+                                       for kept in entries])
+    append_rows(path, SCHEMA, [_row(kept) for kept in entries], once=once)
     return path
 
 

@@ -233,13 +233,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limit: Annotated[int, Query(description="rows per page")] = settings.serving.default_limit,
         offset: Annotated[int, Query(description="rows to skip (next_offset of a page)")] = 0,
     ) -> JSONResponse:
-        """One page of the view: batch rows before the high-water mark, real-time after.
+        """One page of the view: batch rows where a published slice covers the window,
+        real-time rows elsewhere. Each row says its ``source``, ``as_of``, and whether its
+        window is whole (``complete``; ``late_rows``: rows of its events known to be
+        missing): docs/serving.md says what that means.
 
         ``async`` although it computes: a query takes under a millisecond of CPU on an
         in-memory snapshot, less than handing it to a worker thread and back costs."""
         try:
             query = parse_query(views, view, start=start, end=end, where=where, limit=limit,
-                                offset=offset, max_limit=settings.serving.max_limit)
+                                offset=offset, max_limit=settings.serving.max_limit,
+                                serve_incomplete=settings.serving.serves_incomplete)
         except UnknownView as error:
             raise HTTPException(404, str(error)) from None
         except QueryError as error:

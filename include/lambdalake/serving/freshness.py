@@ -9,7 +9,8 @@ from lambdalake.batch.late_arrivals import Waiting
 from lambdalake.serving.query import json_value
 from lambdalake.serving.snapshot import ViewSnapshot
 
-SPEED_FIELDS = ("batch_timestamp", "watermark", "lag", "dropped_by_watermark_total")
+SPEED_FIELDS = ("batch_timestamp", "watermark", "complete_from", "lag",
+                "dropped_by_watermark_total")
 
 
 def speed_fields(entry: dict[str, Any]) -> dict[str, Any]:

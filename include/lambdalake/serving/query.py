@@ -27,11 +27,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lambdalake.serving.snapshot import ViewSnapshot, rows_between
-from lambdalake.timeutil import parse_utc
+from lambdalake.serving.snapshot import Completeness, ViewSnapshot, rows_between
+from lambdalake.timeutil import epoch_microseconds, parse_utc
 from lambdalake.views.definition import ViewDefinition
 
 
@@ -53,6 +54,8 @@ class ViewQuery:
     filters: dict[str, str] = field(default_factory=dict)
     limit: int = 100
     offset: int = 0
+    serve_incomplete: bool = True
+    """Whether real-time rows that are not ``complete`` are answered (else left out)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def parse_filters(expressions: list[str], view: ViewDefinition) -> dict[str, str
 def parse_query(
     views: dict[str, ViewDefinition], view_name: str, *, start: str | None = None,
     end: str | None = None, where: list[str] | None = None, limit: int = 100, offset: int = 0,
-    max_limit: int = 1000,
+    max_limit: int = 1000, serve_incomplete: bool = True,
 ) -> ViewQuery:
     """Check a request against the view definitions; raise ``QueryError`` saying what is wrong."""
     view = views.get(view_name)
@@ -111,18 +114,19 @@ def parse_query(
     if start_time and end_time and start_time >= end_time:
         raise QueryError(f"empty time range: from {start_time.isoformat()} is not before "
                          f"to {end_time.isoformat()}")
-    return ViewQuery(view, start_time, end_time, parse_filters(where or [], view), limit, offset)
+    return ViewQuery(view, start_time, end_time, parse_filters(where or [], view), limit, offset,
+                     serve_incomplete)
 
 
 def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     """One page of the merged answer, read from ``snapshot`` only."""
     view = query.view
     batch, realtime = layer_ranges(snapshot, query.start, query.end)
-    sides = [(snapshot.batch_rows, "batch", "computed_at", batch),
-             (snapshot.realtime_rows, "realtime", "updated_at", realtime)]
+    sides = [(snapshot.batch_rows, "batch", batch),
+             (snapshot.realtime_rows, "realtime", realtime)]
     columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
-    parts = [_side(rows, source, as_of, start, end, columns, query.filters)
-             for rows, source, as_of, ranges in sides if rows is not None
+    parts = [_side(rows, source, snapshot, start, end, columns, query)
+             for rows, source, ranges in sides if rows is not None
              for start, end in ranges]
     if not parts:
         return QueryResult(view.name, [], None, describe(snapshot))
@@ -162,18 +166,54 @@ def _not_empty(window_range: Range) -> bool:
     return start is None or end is None or start < end
 
 
-def _side(rows: pa.Table, source: str, as_of: str, start: datetime | None,
-          end: datetime | None, columns: list[str], filters: dict[str, str]) -> pa.Table:
-    """One layer's rows with windows starting in [start, end) that match ``filters``."""
+def _side(rows: pa.Table, source: str, snapshot: ViewSnapshot, start: datetime | None,
+          end: datetime | None, columns: list[str], query: ViewQuery) -> pa.Table:
+    """One layer's rows with windows starting in [start, end) that match the query's
+    filters, each saying how complete it is (``completeness``); the real-time rows that are
+    not, only if the query serves them."""
     chosen = rows_between(rows, start, end)
-    for dimension, value in sorted(filters.items()):
+    for dimension, value in sorted(query.filters.items()):
         chosen = chosen.filter(pc.equal(pc.cast(chosen.column(dimension), pa.string()), value))
-    return pa.table({
+    realtime = source == "realtime"
+    complete, late_rows = completeness(
+        chosen, snapshot.realtime_completeness if realtime else snapshot.batch_completeness,
+        realtime)
+    answer = pa.table({
         **{c: chosen.column(c).cast(_UTC) if c.startswith("window_") else chosen.column(c)
            for c in columns},
         "source": pa.array([source] * chosen.num_rows, pa.string()),
-        "as_of": chosen.column(as_of).cast(_UTC),
+        "as_of": chosen.column("updated_at" if realtime else "computed_at").cast(_UTC),
+        "complete": complete,
+        "late_rows": late_rows,
     })
+    return answer if query.serve_incomplete or not realtime else answer.filter(complete)
+
+
+def completeness(rows: pa.Table, known: Completeness, realtime: bool
+                 ) -> tuple[pa.Array, pa.Array]:
+    """Per row, whether its window's answer is whole, and the rows of its window's events
+    known to be missing from it (``known.late_rows``). A batch row is whole unless late
+    rows wait for its window; a real-time row also needs its window closed by the speed
+    layer's watermark and to start at or after ``known.complete_from``."""
+    starts = rows.column("window_start").cast(_UTC).cast(pa.int64())
+    if known.late_rows:
+        windows = sorted(known.late_rows)
+        found = pc.index_in(starts, value_set=pa.array(
+            [epoch_microseconds(w) for w in windows], pa.int64()))
+        late = pc.fill_null(pc.take(pa.array([known.late_rows[w] for w in windows],
+                                             pa.int64()), found), 0)
+    else:
+        late = pa.array(np.zeros(rows.num_rows, np.int64))
+    complete = pc.equal(late, 0)
+    if realtime:
+        if known.watermark is None:  # nothing closed yet (or a shard without status)
+            return pa.array(np.zeros(rows.num_rows, bool)), late
+        ends = rows.column("window_end").cast(_UTC).cast(pa.int64())
+        complete = pc.and_(complete, pc.less_equal(ends, epoch_microseconds(known.watermark)))
+        if known.complete_from is not None:
+            complete = pc.and_(complete,
+                               pc.greater_equal(starts, epoch_microseconds(known.complete_from)))
+    return complete, late
 
 
 _UTC = pa.timestamp("us", tz="UTC")
@@ -204,7 +244,9 @@ def describe(snapshot: ViewSnapshot) -> dict[str, Any]:
         "batch": {"view_version": snapshot.view_version,
                   "delta_version": snapshot.batch_delta_version},
         "realtime": {"delta_version": snapshot.realtime_delta_version,
-                     "newest_update": json_value(snapshot.realtime_newest)},
+                     "newest_update": json_value(snapshot.realtime_newest),
+                     "watermark": json_value(snapshot.realtime_completeness.watermark),
+                     "complete_from": json_value(snapshot.realtime_completeness.complete_from)},
         "taken_at": json_value(snapshot.taken_at),
     }
 

@@ -26,8 +26,8 @@ the serving DAG retired or compacted).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import DeltaProtocolError
 
+from lambdalake.batch.late_arrivals import LateArrivals, Waiting
 from lambdalake.batch.publication import PUBLICATIONS_TABLE, HighWaterMarks
 from lambdalake.lake.delta_rs import (
     Additions,
@@ -46,8 +47,39 @@ from lambdalake.lake.delta_rs import (
 from lambdalake.settings import Settings
 from lambdalake.speed.partials import merge_partials, with_estimates
 from lambdalake.speed.realtime import RealtimeTable
+from lambdalake.speed.shards import speed_status
+from lambdalake.timeutil import as_utc, epoch_microseconds, parse_utc
 from lambdalake.views.catalog import CATALOG_TABLE, physical_table, version_of
 from lambdalake.views.definition import ViewDefinition
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """What one layer's rows of a view are known to lack, as of a snapshot. Real-time rows:
+    the speed layer's watermark (a window ending after it is still open), the earliest
+    window start it can have whole, and the rows it dropped as too late per window. Batch
+    rows: the rows waiting per published window, as the newest look for late rows found."""
+
+    late_rows: dict[datetime, int] = field(default_factory=dict)
+    watermark: datetime | None = None
+    complete_from: datetime | None = None
+
+    @classmethod
+    def of_speed(cls, entry: dict[str, Any]) -> Completeness:
+        """From the view's entry in the speed layer's status (``speed_status``)."""
+        return cls({parse_utc(start): int(rows)
+                    for start, rows in (entry.get("dropped_by_window") or {}).items()},
+                   _instant(entry.get("watermark")), _instant(entry.get("complete_from")))
+
+    @classmethod
+    def of_waiting(cls, waiting: Waiting | None) -> Completeness:
+        return cls({} if waiting is None
+                   else {as_utc(w.window_start, naive_is_utc=True): w.rows
+                      for w in waiting.windows})
+
+
+def _instant(text: str | None) -> datetime | None:
+    return None if text is None else parse_utc(text)
 
 
 @dataclass(frozen=True)
@@ -66,6 +98,8 @@ class ViewSnapshot:
     realtime_partials: pa.Table | None = None  # each real-time key's partial (sketches kept)
     batch_beyond_mark: tuple[tuple[datetime, datetime], ...] = ()
     """Published time past the mark (``HighWaterMarks.beyond``): batch answers there too."""
+    realtime_completeness: Completeness = field(default_factory=Completeness)
+    batch_completeness: Completeness = field(default_factory=Completeness)
 
 
 _DATABASE = duckdb.connect()
@@ -88,17 +122,10 @@ def by_window(rows: pa.Table) -> pa.Table:
 def rows_between(rows: pa.Table, start: datetime | None, end: datetime | None) -> pa.Table:
     """The rows (sorted ``by_window``) whose window starts in [start, end): a zero-copy slice."""
     starts = rows.column("window_start").cast(pa.int64()).to_numpy()
-    first = 0 if start is None else int(np.searchsorted(starts, _microseconds(start), "left"))
-    last = len(starts) if end is None else int(np.searchsorted(starts, _microseconds(end),
+    first = 0 if start is None else int(np.searchsorted(starts, epoch_microseconds(start), "left"))
+    last = len(starts) if end is None else int(np.searchsorted(starts, epoch_microseconds(end),
                                                                 "left"))
     return rows.slice(first, max(0, last - first))
-
-
-def _microseconds(moment: datetime) -> int:
-    return (moment - _EPOCH) // timedelta(microseconds=1)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def quoted(identifier: str) -> str:
@@ -252,7 +279,8 @@ class _ViewReader:
         self.batch: _BatchRows | None = None
 
     def snapshot(self, mark: datetime, beyond: tuple[tuple[datetime, datetime], ...],
-                 view_version: int, taken_at: datetime) -> ViewSnapshot:
+                 view_version: int, taken_at: datetime, speed: Completeness,
+                 waiting: Completeness) -> ViewSnapshot:
         path = self.settings.table_path(physical_table(self.view.name, view_version))
         if self.batch is None or self.batch.reader.uri != delta_rs_uri(path):
             self.batch = _BatchRows(path)  # a full reprocess switched readers to a new table
@@ -262,7 +290,7 @@ class _ViewReader:
                   else pc.max(realtime_rows.column("updated_at")).as_py())
         return ViewSnapshot(self.view, mark, view_version, batch_delta_version,
                             realtime_delta_version, self.batch.rows, realtime_rows, newest,
-                            taken_at, self.realtime.partials, beyond)
+                            taken_at, self.realtime.partials, beyond, speed, waiting)
 
 
 class SnapshotStore:
@@ -274,18 +302,27 @@ class SnapshotStore:
                                       settings.batch.first_day)
         self._catalog = _SmallTable(settings.table_path(CATALOG_TABLE))
         self._readers = {name: _ViewReader(settings, view) for name, view in views.items()}
+        self._settings = settings
+        self._late_arrivals = LateArrivals(settings, list(views.values()))
         self._snapshots: dict[str, ViewSnapshot] = {}
         self._lock = threading.Lock()
 
     def refresh(self) -> None:
-        """New snapshots of every view (publications first, then the catalog: see above)."""
+        """New snapshots of every view (publications first, then the catalog: see above).
+        The speed layer's status is read before the real-time rows: it was written after
+        the micro-batches it describes were appended, so the rows hold all of them, and a
+        window its watermark closed gets no rows from later ones."""
         with self._lock:
             taken_at = datetime.now(UTC)
             marks = self._marks.read()
             switches = self._catalog.read()
+            waiting = self._late_arrivals.last_answer()
+            speed = speed_status(self._settings).get("views") or {}
             for name, reader in self._readers.items():
                 self._snapshots[name] = reader.snapshot(
-                    marks.of(name), marks.beyond(name), version_of(switches, name), taken_at)
+                    marks.of(name), marks.beyond(name), version_of(switches, name), taken_at,
+                    Completeness.of_speed(speed.get(name) or {}),
+                    Completeness.of_waiting(waiting.get(name)))
 
     def realtime_moved(self) -> bool:
         """Whether a real-time table has a commit the snapshots do not hold yet (cheap: what

@@ -2,9 +2,14 @@
 
 A speed query counts an event the first time its ``event_id`` arrives, unless the event is
 *late*: at or before the query's watermark, its newest event time of the earlier
-micro-batches minus the lateness allowance (Spark's watermark rule). A late row is not
+micro-batches minus the lateness allowance (Spark's watermark rule), where no event time
+counts as later than the wall clock plus a bound (``ingest.max_future_skew_seconds``): a
+producer whose clock runs ahead cannot make everyone else's events late. A late row is not
 counted; it adds one to the late total of every view that reads its event type (exact per
-view), and the batch layer counts it when it recomputes.
+view), and to that view's count for the event's window, and the batch layer counts it when
+it recomputes. The per-window counts say which real-time rows are short of the truth (the
+serving layer's ``complete``); they are kept for the windows of the ``horizon`` before the
+watermark (older events are quarantined as too old, never late).
 
 Spark's ``dropDuplicatesWithinWatermark`` did this before, but it evicts expired ids by
 scanning its whole state in every micro-batch: measured at 0.4 µs per held id, in one task,
@@ -17,8 +22,9 @@ each id by its own event time; the two agree because copies of an event share it
 
 The state is as durable as the stream's progress, and lives where the checkpoint does (a
 local path or object storage), so a driver restarted on another host finds both. Batch
-``N``'s counted ids, its newest event time, the newest event time so far and the running
-late totals are one Arrow file, ``<checkpoint>/seen/<N>.arrow``, written (atomically: a
+``N``'s counted ids, its newest event time, the newest event time so far, the oldest event
+time of the state's first batch, and the running late totals (per view and per view and
+window) are one Arrow file, ``<checkpoint>/seen/<N>.arrow``, written (atomically: a
 temporary file moved into place) after the batch's views are appended and before Spark
 commits the batch. Batch ``N`` always starts from the files of the batches
 before it, and a forgotten batch's file is deleted only once the batch that passed it is
@@ -29,14 +35,16 @@ counted.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lambdalake.timeutil import epoch_microseconds, from_epoch_microseconds
 from lambdalake.views.definition import ViewDefinition
 
 if TYPE_CHECKING:
@@ -45,6 +53,10 @@ if TYPE_CHECKING:
 _BATCH_NEWEST = b"batch_newest_event_time_us"
 _NEWEST = b"newest_event_time_us"
 _LATE = b"late_totals"
+_LATE_WINDOWS = b"late_by_window"
+_FIRST = b"first_event_time_us"
+
+log = logging.getLogger(__name__)
 
 
 class StateMissingError(RuntimeError):
@@ -78,13 +90,23 @@ class Admission:
     events: pa.Table
     counted_ids: list[str]
     newest_us: int | None  # the batch's newest event time, µs since the epoch
+    advances_to_us: int | None  # how far it moves the newest event time: ``clock_bound``
+    oldest_us: int | None  # its oldest
     late: Counter[str]  # late rows per view
+    late_windows: dict[str, Counter[int]]  # late rows per view and window start (µs)
 
 
 class SeenEvents:
     """The event ids one speed query has counted, kept until its watermark passes them."""
 
-    def __init__(self, directory: str | Path, views: Iterable[ViewDefinition]) -> None:
+    def __init__(self, directory: str | Path, views: Iterable[ViewDefinition],
+                 horizon: timedelta | None = None, counts_from_start: bool = False,
+                 clock_bound: timedelta | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        """``horizon``: how far before the watermark a window's late count is kept (None:
+        every window's); ``counts_from_start``: the query began at the topic's newest offset,
+        so windows before its first batch's oldest event are not whole; ``clock_bound``: how
+        far ahead of ``clock`` an event time may move the watermark (None: unbounded)."""
         from lambdalake.lake.delta_rs import arrow_filesystem
 
         views = list(views)
@@ -92,6 +114,12 @@ class SeenEvents:
         self.event_time = views[0].event_time
         self.lateness_us = views[0].lateness_seconds * 1_000_000
         self.view_types = {view.name: set(view.event_types) for view in views}
+        self.grains_us = {view.name: view.grain_seconds * 1_000_000 for view in views}
+        self.horizon_us = None if horizon is None else horizon // timedelta(microseconds=1)
+        self.counts_from_start = counts_from_start
+        self.clock_bound_us = (None if clock_bound is None
+                               else clock_bound // timedelta(microseconds=1))
+        self.clock = clock
         self._lock = threading.Lock()
         self.filesystem.create_dir(self.directory)  # present from the first start on
         self._restore(None)  # all of it, for the status; the first batch checks its start
@@ -101,6 +129,8 @@ class SeenEvents:
         self._batches: dict[int, tuple[int, list[str]]] = {}
         self._newest_us: int | None = None
         self._late_totals: Counter[str] = Counter()
+        self._late_windows: dict[str, Counter[int]] = {}
+        self._first_us: int | None = None
         self._next_batch = next_batch
         self._passed: list[int] = []  # forgotten batches whose files a replay may still need
 
@@ -126,8 +156,13 @@ class SeenEvents:
                 table = pa.ipc.open_file(source).read_all()
             metadata = table.schema.metadata
             self._keep(stored, int(metadata[_BATCH_NEWEST]), table.column("event_id").to_pylist())
-            self._newest_us = int(metadata[_NEWEST])
+            self._newest_us = int(metadata[_NEWEST])  # the running maximum, bounded
             self._late_totals = Counter(json.loads(metadata[_LATE]))
+            self._late_windows = {view: Counter({int(start): n for start, n in counts.items()})
+                                  for view, counts in json.loads(
+                                      metadata.get(_LATE_WINDOWS, b"{}")).items()}
+            first = metadata.get(_FIRST)  # absent in files of an earlier version
+            self._first_us = int(first) if first else self._first_us
             self._next_batch = stored + 1
         if batch_id is not None:
             self._next_batch = batch_id
@@ -136,8 +171,6 @@ class SeenEvents:
     def _keep(self, batch_id: int, newest_us: int, ids: list[str]) -> None:
         self._ids.update(ids)
         self._batches[batch_id] = (newest_us, ids)
-        if self._newest_us is None or newest_us > self._newest_us:
-            self._newest_us = newest_us  # the running maximum is also in each file
 
     @property
     def watermark_us(self) -> int | None:
@@ -168,14 +201,34 @@ class SeenEvents:
                 seen_here.add(event_id)
                 counted.append(event_id)
             keep.append(first)
-        late_types = Counter(t for t, is_late in zip(
-            events.column("event_type").to_pylist(), late, strict=True) if is_late)
+        late_mask = pa.array(late, pa.bool_())
+        late_rows = list(zip(events.column("event_type").filter(late_mask).to_pylist(),
+                             times.filter(late_mask).to_pylist(), strict=True))
+        late_windows = {view: Counter(time - time % self.grains_us[view]
+                                      for event_type, time in late_rows if event_type in types)
+                        for view, types in self.view_types.items()}
         newest = pc.max(times).as_py()
         return Admission(
             batch_id, events.filter(pa.array(keep, pa.bool_())), counted, newest,
-            Counter({view: sum(late_types[t] for t in types)
-                     for view, types in self.view_types.items()}),
+            self._bounded(newest), pc.min(times).as_py(),
+            Counter({view: counts.total() for view, counts in late_windows.items()}),
+            {view: counts for view, counts in late_windows.items() if counts},
         )
+
+    def _bounded(self, newest_us: int | None) -> int | None:
+        """``newest_us``, but no later than the wall clock plus ``clock_bound``: a producer
+        whose clock runs ahead would otherwise move the watermark past everyone's on-time
+        events, which would all be dropped as late until real time caught up. Its events
+        still count; they only do not move the watermark further. (The batch's own newest
+        time, which decides when its ids are forgotten, stays as it is.)"""
+        if newest_us is None or self.clock_bound_us is None:
+            return newest_us
+        bound = epoch_microseconds(self.clock()) + self.clock_bound_us
+        if newest_us > bound:
+            log.warning("events up to %s ahead of the clock: the watermark moves to %s only",
+                        timedelta(microseconds=newest_us - bound + self.clock_bound_us),
+                        _instant(bound - self.lateness_us))
+        return min(newest_us, bound)
 
     def record(self, admission: Admission) -> None:
         """Keep a batch's counted ids (once its views are appended), then forget the
@@ -184,13 +237,17 @@ class SeenEvents:
 
         totals = Counter({view: 0 for view in self.view_types} | self._late_totals)
         totals.update(admission.late)
+        first = self._first_us if self._first_us is not None else admission.oldest_us
+        newest = max((t for t in (admission.advances_to_us, self._newest_us) if t is not None),
+                     default=None)
+        windows = self._late_windows_after(admission.late_windows, newest)
         if admission.newest_us is not None:  # a batch with rows: written, even if all late
-            newest = (admission.newest_us if self._newest_us is None
-                      else max(admission.newest_us, self._newest_us))
             table = pa.table({"event_id": pa.array(admission.counted_ids, pa.string())})
             table = table.replace_schema_metadata({
                 _BATCH_NEWEST: str(admission.newest_us), _NEWEST: str(newest),
-                _LATE: json.dumps(totals)})
+                _LATE: json.dumps(totals), _FIRST: str(first),
+                _LATE_WINDOWS: json.dumps({view: {str(start): n for start, n in counts.items()}
+                                           for view, counts in windows.items()})})
             path = self._file(admission.batch_id)
             partial = path.removesuffix(".arrow") + ".tmp"
             with (self.filesystem.open_output_stream(partial) as sink,
@@ -200,9 +257,26 @@ class SeenEvents:
         with self._lock:
             if admission.newest_us is not None:
                 self._keep(admission.batch_id, admission.newest_us, admission.counted_ids)
+            self._newest_us = newest
             self._late_totals = totals
+            self._late_windows = windows
+            self._first_us = first
             self._next_batch = admission.batch_id + 1
             self._forget_passed()
+
+    def _late_windows_after(self, added: dict[str, Counter[int]],
+                            newest_us: int | None) -> dict[str, Counter[int]]:
+        """The per-window late counts with ``added``, without the windows that ended
+        ``horizon`` or longer before the watermark ``newest_us`` gives."""
+        windows = {view: Counter(counts) for view, counts in self._late_windows.items()}
+        for view, counts in added.items():
+            windows.setdefault(view, Counter()).update(counts)
+        if self.horizon_us is None or newest_us is None:
+            return windows
+        oldest = newest_us - self.lateness_us - self.horizon_us
+        return {view: kept for view, counts in windows.items()
+                if (kept := Counter({start: n for start, n in counts.items()
+                                     if start + self.grains_us[view] > oldest}))}
 
     def _forget_passed(self) -> None:
         """Forget the batches whose ids are all at or before the watermark (except the
@@ -229,14 +303,35 @@ class SeenEvents:
     def _file(self, batch_id: int) -> str:
         return f"{self.directory}/{batch_id:012d}.arrow"
 
+    def complete_from_us(self) -> int | None:
+        """The earliest window start whose real-time rows can be whole: the horizon before
+        the watermark (older windows' late counts are not kept), and with
+        ``counts_from_start`` the first batch's oldest event (nothing before it was read)."""
+        watermark = self.watermark_us
+        bounds = [watermark - self.horizon_us
+                  if self.horizon_us is not None and watermark is not None else None,
+                  self._first_us if self.counts_from_start else None]
+        known = [bound for bound in bounds if bound is not None]
+        return max(known) if known else None
+
     def status(self) -> dict[str, Any]:
-        """Watermark (as Spark reports one), ids held, and the late rows per view so far."""
+        """Watermark (as Spark reports one), ids held, the late rows per view so far, each
+        view's late rows per window (by window start), and from where windows can be whole."""
         with self._lock:
-            watermark = self.watermark_us
             return {
-                "watermark": None if watermark is None else (
-                    datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=watermark)
-                ).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "watermark": _instant(self.watermark_us),
                 "state_rows": len(self._ids),
                 "dropped_by_watermark_total": dict(self._late_totals),
+                "dropped_by_window": {
+                    view: {_instant(start): n for start, n in sorted(counts.items())}
+                    for view, counts in self._late_windows.items()},
+                "complete_from": _instant(self.complete_from_us()),
             }
+
+
+def _instant(microseconds: int | None) -> str | None:
+    """Microseconds since the epoch as ISO-8601 UTC to the millisecond, as Spark reports."""
+    if microseconds is None:
+        return None
+    moment = from_epoch_microseconds(microseconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

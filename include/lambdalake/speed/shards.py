@@ -22,6 +22,7 @@ partitions each checkpoint covers, so it needs ``lambdalake speed reset``.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +135,8 @@ def speed_status(settings: Settings) -> dict[str, Any]:
 
 def merge_view(entries: dict[str, dict[str, Any]], shard_count: int) -> dict[str, Any]:
     """One view's status entries of several shards (by app) as one: the slowest shard's
-    progress, the sums of its counts; a shard without an entry leaves time fields unknown."""
+    progress, the sums of its counts (late rows per window too), the latest shard's
+    ``complete_from``; a shard without an entry leaves time fields unknown."""
     values = list(entries.values())
     complete = len(values) == shard_count
 
@@ -149,6 +151,14 @@ def merge_view(entries: dict[str, dict[str, Any]], shard_count: int) -> dict[str
     def union(key: str) -> dict[str, Any]:
         return {p: offset for entry in values for p, offset in (entry.get(key) or {}).items()}
 
+    def latest(key: str) -> Any:
+        found = [entry[key] for entry in values if entry.get(key) is not None]
+        return max(found) if complete and len(found) == len(values) else None
+
+    late_by_window: Counter[str] = Counter()
+    for entry in values:
+        late_by_window.update(entry.get("dropped_by_window") or {})
+
     return {
         "query": values[0]["query"],
         "active": complete and all(entry.get("active") is True for entry in values),
@@ -162,6 +172,8 @@ def merge_view(entries: dict[str, dict[str, Any]], shard_count: int) -> dict[str
                                        "dropped_by_watermark_total")},
         "batch_duration_ms": max((entry.get("batch_duration_ms") or 0) for entry in values),
         **{key: union(key) for key in ("end_offsets", "latest_offsets", "lag_per_partition")},
+        "dropped_by_window": dict(sorted(late_by_window.items())),
+        "complete_from": latest("complete_from"),
         "shards": {app: {key: entry.get(key) for key in (
             "batch_id", "batch_timestamp", "watermark", "lag", "dropped_by_watermark_total",
             "error")} for app, entry in sorted(entries.items())},

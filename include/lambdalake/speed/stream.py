@@ -27,6 +27,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +128,16 @@ def start_query(
     )
 
 
+def late_count_horizon(settings: Settings) -> timedelta:
+    """How far before the watermark a window can still be whole in the speed layer: events
+    older than ``ingest.max_event_age_days`` are quarantined (never late), and Kafka keeps
+    the events topic's records for its retention (a speed layer started afresh reads no
+    older ones)."""
+    age = timedelta(days=settings.ingest.max_event_age_days)
+    retention = settings.kafka.events_topic.retention_ms
+    return age if retention < 0 else min(age, timedelta(milliseconds=retention))
+
+
 def status_document(
     queries: dict[str, list[ViewDefinition]], snapshots: list[QuerySnapshot],
     seen: dict[str, SeenEvents], pid: int, reference: CurrentReference, shard: Shard,
@@ -137,9 +148,11 @@ def status_document(
     for snapshot in snapshots:
         state = seen[snapshot.name].status()
         late = state.pop("dropped_by_watermark_total")
+        late_by_window = state.pop("dropped_by_window")
         for view in queries[snapshot.name]:
             entries[view.name] = {**query_progress(snapshot), **state,
-                                  "dropped_by_watermark_total": late.get(view.name, 0)}
+                                  "dropped_by_watermark_total": late.get(view.name, 0),
+                                  "dropped_by_window": late_by_window.get(view.name, {})}
     return {"app": shard.app, "pid": pid, "written_at": time.time(),
             "active": all(s.active for s in snapshots), "views": dict(sorted(entries.items())),
             "reference": reference.status()}
@@ -161,7 +174,11 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
     chosen = queries_of([views[name] for name in (view_names or sorted(views))])
     check_format(settings, [view for group in chosen.values() for view in group])
     seen = {name: SeenEvents(state_directory(settings.checkpoint_path(shard.checkpoint(name))),
-                             group) for name, group in chosen.items()}
+                             group, late_count_horizon(settings),
+                             counts_from_start=settings.ingest.starting_offsets == "latest",
+                             clock_bound=timedelta(
+                                 seconds=settings.ingest.max_future_skew_seconds))
+            for name, group in chosen.items()}
     reference = CurrentReference(settings, [join for group in chosen.values()
                                             for view in group for join in view.joins])
     reference.start()  # before the first micro-batch joins with it

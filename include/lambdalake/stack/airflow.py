@@ -2,9 +2,11 @@
 
 A LocalExecutor with warm workers (``orchestration.executor``) on the stack's PostgreSQL,
 this repo's ``dags/`` and ``plugins/``, a small parallelism and a pool that bounds
-concurrent Spark jobs. Login is Airflow's simple auth manager with one admin user whose
-password is generated once for local development (or taken from
-``LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD``). Every secret Airflow needs (Fernet key,
+concurrent Spark jobs. Login is Airflow's simple auth manager with an admin user and the
+account the restatement DAG triggers runs with (role ``user``: it cannot change pools,
+connections, variables or users), whose passwords are generated once for local
+development (or taken from ``LAMBDALAKE_AIRFLOW__ADMIN_PASSWORD`` and
+``LAMBDALAKE_AIRFLOW__TRIGGER_PASSWORD``). Every secret Airflow needs (Fernet key,
 API secret, JWT secret) comes from the same place, never from a hard-coded default.
 """
 
@@ -29,6 +31,7 @@ HEALTH_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
 EXECUTOR = "lambdalake.orchestration.executor.WarmLocalExecutor"
 """LocalExecutor whose workers start with the Spark steps' libraries imported."""
 ADMIN_PASSWORD = "airflow-admin-password"
+TRIGGER_PASSWORD = "airflow-trigger-password"
 """The local dev admin password's file under the secrets dir (generated once, mode 0600)."""
 
 
@@ -67,6 +70,12 @@ class Airflow:
             self.settings, ADMIN_PASSWORD, self.settings.airflow.admin_password
         )
 
+    @property
+    def trigger_password(self) -> str:
+        return local_secret(
+            self.settings, TRIGGER_PASSWORD, self.settings.airflow.trigger_password
+        )
+
     def environment(self) -> dict[str, str]:
         """The process environment every Airflow command of the stack runs with."""
         af = self.settings.airflow
@@ -83,7 +92,8 @@ class Airflow:
             "AIRFLOW__CORE__AUTH_MANAGER": (
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{af.admin_user}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": (
+                f"{af.admin_user}:admin,{af.trigger_user}:user"),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
             "AIRFLOW__API__HOST": af.host,
@@ -117,7 +127,8 @@ class Airflow:
         self.home.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.passwords_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
-            json.dump({self.settings.airflow.admin_user: self.admin_password}, handle)
+            json.dump({self.settings.airflow.admin_user: self.admin_password,
+                       self.settings.airflow.trigger_user: self.trigger_password}, handle)
 
     def cli(self, *args: str) -> None:
         """Run one ``airflow`` CLI command with the stack's environment; raise on failure."""

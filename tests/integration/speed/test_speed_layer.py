@@ -9,6 +9,7 @@ collapsed and retired."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from lambdalake.speed.shards import shards, speed_status
 from lambdalake.speed.stream import queries_of
 from lambdalake.speed.supervisor import ensure_running
 from lambdalake.streaming.service import app_process
+from lambdalake.timeutil import parse_utc
 from lambdalake.views.catalog import current_table_path, current_version
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.background import Background
@@ -217,6 +219,80 @@ def test_events_older_than_the_watermark_are_counted_by_each_view_that_reads_the
     assert dropped == {"page_traffic": (query, TOO_LATE), "funnel": (query, TOO_LATE),
                        "page_traffic_by_segment": (query, TOO_LATE),
                        "product_sales": (query, 0), "product_sales_by_category": (query, 0)}
+
+
+def test_every_realtime_row_says_whether_its_window_is_whole(
+    spark: SparkSession, speed_run: SpeedRun
+) -> None:
+    """Served from the speed layer (nothing is published yet), every row of the hour the
+    too-late page views belong to says it is not complete and how many rows it lacks, which
+    is what its views fall short of the batch layer's; every other closed hour is complete
+    and equal to the batch layer's; the hours still open are not complete."""
+    view = load_views()["page_traffic"]
+    batch, _ = both_layers(spark, speed_run, view)  # the batch layer counts every event
+    status = speed_status(speed_run.settings)["views"][view.name]
+    assert {parse_utc(start): rows for start, rows in status["dropped_by_window"].items()} == {
+        speed_run.start: TOO_LATE}
+    watermark = closed_windows(speed_run, view)
+    answer = served(SnapshotStore(serving_settings(speed_run), {view.name: view}), view,
+                    speed_run.start - timedelta(hours=1), watermark + timedelta(days=1))
+    assert {row["source"] for row in answer.values()} == {"realtime"}
+    truth = {iso_key(key): measures["views"] for key, measures in batch.items()}
+    late_hour, closed, still_open = [], [], []
+    for key, row in answer.items():
+        if parse_utc(row["window_start"]) == speed_run.start:
+            late_hour.append((row["complete"], row["late_rows"]))
+        elif parse_utc(row["window_end"]) <= watermark:
+            closed.append((row["complete"], row["late_rows"]))
+            if key in truth:
+                assert row["views"] == truth[key], key
+        else:
+            still_open.append((row["complete"], row["late_rows"]))
+    assert late_hour and set(late_hour) == {(False, TOO_LATE)}
+    assert len(closed) >= 2 and set(closed) == {(True, 0)}
+    assert still_open and set(still_open) == {(False, 0)}
+    in_late_hour = [key for key in answer if parse_utc(key[0]) == speed_run.start]
+    assert sum(truth[key] for key in truth if parse_utc(key[0]) == speed_run.start) - sum(
+        answer[key]["views"] for key in in_late_hour) == TOO_LATE
+
+
+def test_a_slice_published_beyond_a_gap_is_served_from_batch_at_once_and_exactly(
+    spark: SparkSession, speed_run: SpeedRun, tmp_path: Path
+) -> None:
+    """As a run triggered for hours after a gap publishes them (here into a copy of the
+    lake, so the tests after this one find nothing published): the next snapshot answers
+    those hours from the batch layer, every measure exact, while the hour in the gap is
+    still the speed layer's and says it lacks the too-late rows."""
+    view = load_views()["page_traffic"]
+    batch, _ = both_layers(spark, speed_run, view)
+    watermark = closed_windows(speed_run, view)
+    end = watermark.replace(minute=0, second=0, microsecond=0)
+    beyond = speed_run.start + timedelta(hours=1)  # the first hour is left unpublished
+    assert end - beyond >= timedelta(hours=1), "no closed hour after the gap"
+    copied = serving_settings(speed_run)
+    copied.lake.root = str(tmp_path / "lake")
+    shutil.copytree(speed_run.settings.lake.root, copied.lake.root,
+                    ignore=shutil.ignore_patterns("_staging"))
+    store = SnapshotStore(copied, {view.name: view})
+    window = (speed_run.start, end)
+    before = served(store, view, *window)
+    assert {row["source"] for row in before.values()} == {"realtime"}
+    publish(copied, [Publication(view.name, beyond, end, current_version(copied, view.name),
+                                 0, "run-after-a-gap")])
+    store.refresh()
+    answer = served(store, view, *window)
+    expected = {iso_key(key): measures for key, measures in batch.items()
+                if beyond.replace(tzinfo=None) <= key[0] < end.replace(tzinfo=None)}
+    published = {key: row for key, row in answer.items() if parse_utc(key[0]) >= beyond}
+    assert published.keys() == expected.keys() and expected
+    for key, row in published.items():
+        assert (row["source"], row["complete"], row["late_rows"]) == ("batch", True, 0), key
+        assert {m: row[m] for m in expected[key]} == {
+            m: json_value(v) for m, v in expected[key].items()}, key
+    gap = [row for key, row in answer.items() if parse_utc(key[0]) < beyond]
+    assert gap and {(r["source"], r["complete"], r["late_rows"]) for r in gap} == {
+        ("realtime", False, TOO_LATE)}
+    assert store.get(view.name).batch_beyond_mark == ((beyond, end),)
 
 
 def test_the_status_reports_each_query(speed_run: SpeedRun) -> None:

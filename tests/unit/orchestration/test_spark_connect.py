@@ -7,11 +7,14 @@ from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.spark_connect import (
     ORPHAN_CONF,
     SERVER_CLASS,
+    TOKEN_VARIABLE,
     as_airflow_task,
     connection_url,
     server_command,
+    server_environment,
 )
 from lambdalake.settings import BatchSettings
+from lambdalake.spark import authenticated, connect_token, redacted
 from tests.support.settings_factory import MakeSettings
 from tests.support.spark_settings import with_spark_jars
 
@@ -38,6 +41,34 @@ def test_the_server_is_the_platforms_spark_on_loopback_with_its_own_memory(
     assert conf["spark.master"] == "spark://127.0.0.1:7077"
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.jars"].endswith("delta-spark_4.2_2.13-4.4.0.jar")
+
+
+def test_the_server_requires_a_token_it_reads_from_its_environment_and_holds_no_other_secret(
+    make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any local user can read a command line, and a client's code runs in the server: the
+    token is in its environment only, beside no other credential of the stack."""
+    monkeypatch.setenv("LAMBDALAKE_SERVING__API_TOKEN", "api-secret")  # exported by a user
+    settings = with_spark_jars(make_settings(
+        serving={"api_token": "api-secret"}, postgres={"password": "pg-secret"},
+        airflow={"admin_password": "admin-secret"}))
+    token = connect_token(settings)
+    assert token and connect_token(settings) == token, "generated once, then kept"
+    assert (settings.state_dir / "secrets" / "spark-connect-token").stat().st_mode & 0o077 == 0
+    environment = server_environment(settings)
+    assert environment[TOKEN_VARIABLE] == token
+    assert token not in " ".join(server_command(settings))
+    leaked = [key for key, value in environment.items()
+              if value in ("api-secret", "pg-secret", "admin-secret")]
+    assert leaked == []
+    assert environment["LAMBDALAKE_LAKE__ROOT"] == settings.lake.root, "the settings all else"
+    client_url = authenticated(settings)
+    assert client_url == f"sc://localhost:{settings.spark.connect_port}/;token={token}"
+    assert redacted(client_url) == f"sc://localhost:{settings.spark.connect_port}/;token=***"
+    external = make_settings(spark={"connect_url": "sc://spark.example:443/;token=abc;use_ssl=true"})
+    assert connect_token(external) is None and TOKEN_VARIABLE not in server_environment(external)
+    assert authenticated(external) == "sc://spark.example:443/;token=abc;use_ssl=true"
+    assert redacted(authenticated(external)) == "sc://spark.example:443/;token=***;use_ssl=true"
 
 
 def test_an_orphaned_operation_is_stopped_before_airflow_may_retry_its_task() -> None:

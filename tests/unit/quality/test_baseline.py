@@ -85,6 +85,24 @@ def test_the_recorded_history_gives_the_same_bounds_from_its_flat_columns(
         == usual_row_count(entries, "batch", "page_traffic", start, start + HOUR, policy) \
         == (60, 240)  # the median of 90, 130 and hour 2's newest, 120, per hour
 
+def test_a_runs_verdict_recorded_again_is_held_once_and_other_records_each_time(
+        settings: Settings) -> None:
+    """A task retried after its commit landed (the answer lost) records the same verdicts
+    of the same run again, later and with another duration: the history keeps one."""
+    def verdict(rows: int, seconds: float) -> GateResult:
+        return GateResult("batch", "page_traffic", T0, T0 + HOUR, True, [], [], 20, rows,
+                          seconds)
+
+    record(verdict(100, 0.5), settings, run_id="run-1")
+    record(verdict(100, 0.7), settings, run_id="run-1")  # the retry
+    record(verdict(120, 0.5), settings, run_id="run-1")  # other data: another verdict
+    record(verdict(100, 0.5), settings, run_id="run-2")
+    record(verdict(100, 0.5), settings)  # no run to tell retries by: each one kept
+    record(verdict(100, 0.5), settings)
+    assert [(r["rows"], r.get("run_id")) for r in read_results(settings)] == [
+        (100, "run-1"), (120, "run-1"), (100, "run-2"), (100, None), (100, None)]
+
+
 def quarantined(count: int, *, reason: str = "invalid_json", hour: int = 10) -> pd.DataFrame:
     start = T0 + hour * HOUR
     rows = [{"topic": "events", "partition": i % 3, "offset": i,

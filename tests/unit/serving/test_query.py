@@ -9,12 +9,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lambdalake.batch.late_arrivals import LateArrivals, Waiting, WaitingWindow
 from lambdalake.batch.publication import PUBLICATIONS_TABLE, HighWaterMarks
 from lambdalake.lake.delta_rs import FollowedTable, compact
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore, by_window
 from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
+from lambdalake.streaming.progress import write_status
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from tests.support.serving_tables import (
@@ -234,6 +236,44 @@ def test_a_page_carries_where_it_was_read_from(
     assert result.snapshot["high_water_mark"] == "2026-11-20T01:00:00Z"
     assert result.snapshot["batch"] == {"view_version": 1, "delta_version": 0}
     assert result.snapshot["realtime"]["delta_version"] is None
+
+
+def test_each_row_says_whether_its_window_is_whole_and_the_rows_it_lacks(
+    lake: Settings, views: dict[str, ViewDefinition]
+) -> None:
+    write_batch(lake, [(0, "/a", 10), (1, "/a", 11)])
+    publish_hours(lake, 0, 1)
+    append_realtime(lake, 0, [(h, "/a", h) for h in range(2, 6)])
+    # the newest look for late rows: 3 rows of hour 1 reached bronze after its publish
+    LateArrivals(lake, list(views.values()))._save_answer(
+        [Waiting(name, [WaitingWindow(hour(1), rows=3, events=2, computed_from=3)]
+                 if name == "page_traffic" else []) for name in views])
+    # the speed layer: hours before 05:00 closed, whole from 03:00, 2 rows of 03:00 dropped
+    write_status(lake, "speed", {"views": {"page_traffic": {
+        "watermark": "2026-11-20T05:00:00.000Z", "complete_from": "2026-11-20T03:00:00.000Z",
+        "dropped_by_window": {"2026-11-20T03:00:00.000Z": 2}}}})
+    store = SnapshotStore(lake, views)
+    store.refresh()
+
+    def rows(**request: object) -> list[tuple[str, str, bool, int]]:
+        query = parse_query(views, "page_traffic", **request)  # type: ignore[arg-type]
+        return [(r["window_start"][11:13], r["source"], r["complete"], r["late_rows"])
+                for r in run_query(store.get("page_traffic"), query).rows]
+
+    assert rows() == [("00", "batch", True, 0),
+                      ("01", "batch", False, 3),      # late rows wait for its restatement
+                      ("02", "realtime", False, 0),   # before the speed layer is whole
+                      ("03", "realtime", False, 2),   # rows dropped as too late
+                      ("04", "realtime", True, 0),
+                      ("05", "realtime", False, 0)]   # still open
+    assert rows(serve_incomplete=False) == [
+        ("00", "batch", True, 0), ("01", "batch", False, 3), ("04", "realtime", True, 0)]
+    described = run_query(store.get("page_traffic"), parse_query(views, "page_traffic")).snapshot
+    assert described["realtime"]["watermark"] == "2026-11-20T05:00:00Z"
+    assert described["realtime"]["complete_from"] == "2026-11-20T03:00:00Z"
+    write_status(lake, "speed", {"views": {}})  # no watermark: nothing real-time is closed
+    store.refresh()
+    assert [complete for _, source, complete, _ in rows() if source == "realtime"] == [False] * 4
 
 
 @pytest.mark.parametrize(("request_", "message"), [

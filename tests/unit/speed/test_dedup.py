@@ -14,6 +14,7 @@ from lambdalake.views.definition import ViewDefinition, load_views
 
 START = datetime(2026, 11, 24, 10, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -101,6 +102,70 @@ def test_ids_are_forgotten_once_the_watermark_passes_their_batch(
     only_late = SeenEvents(tmp_path, views)
     run(only_late, 32, batch(("x", "page_view", START)))
     assert only_late.status()["dropped_by_watermark_total"]["page_traffic"] == 3
+
+
+def test_late_rows_are_counted_per_view_and_window_within_the_horizon(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    seen = SeenEvents(tmp_path, views, horizon=2 * HOUR)
+    run(seen, 0, batch(("new", "page_view", START + 3 * HOUR)))
+    # watermark START + 2:50; late counts kept for windows ending after START + 0:50
+    run(seen, 1, batch(("a", "page_view", START + 5 * MINUTE),
+                       ("a", "page_view", START + 5 * MINUTE),  # a copy: a late row too
+                       ("b", "purchase", START + 2 * HOUR + MINUTE),
+                       ("old", "page_view", START - 3 * HOUR)))
+    status = seen.status()
+    assert status["dropped_by_watermark_total"]["page_traffic"] == 3
+    assert status["dropped_by_window"]["page_traffic"] == {"2026-11-24T10:00:00.000Z": 2}
+    assert status["dropped_by_window"]["product_sales"] == {"2026-11-24T12:00:00.000Z": 1}
+    assert status["dropped_by_window"]["funnel"] == {"2026-11-24T10:00:00.000Z": 2,
+                                                     "2026-11-24T12:00:00.000Z": 1}
+    assert status["complete_from"] == "2026-11-24T10:50:00.000Z"
+    assert SeenEvents(tmp_path, views, horizon=2 * HOUR).status() == status, "restored"
+    run(seen, 2, batch(("newer", "page_view", START + 4 * HOUR)))  # watermark START + 3:50
+    status = seen.status()
+    assert "page_traffic" not in status["dropped_by_window"], "10:00 ended before the horizon"
+    assert status["dropped_by_window"]["funnel"] == {"2026-11-24T12:00:00.000Z": 1}
+    assert status["complete_from"] == "2026-11-24T11:50:00.000Z"
+
+
+def test_a_query_started_at_the_newest_offset_is_whole_only_from_its_first_event(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    seen = SeenEvents(tmp_path, views, counts_from_start=True)
+    assert seen.status()["complete_from"] is None
+    run(seen, 0, batch(("a", "page_view", START + HOUR), ("b", "page_view", START + 30 * MINUTE)))
+    run(seen, 1, batch(("c", "page_view", START + 55 * MINUTE)))  # in time, but not first
+    assert seen.status()["complete_from"] == "2026-11-24T10:30:00.000Z"
+    restarted = SeenEvents(tmp_path, views, counts_from_start=True)
+    assert restarted.status()["complete_from"] == "2026-11-24T10:30:00.000Z"
+    assert SeenEvents(tmp_path, views).status()["complete_from"] is None, (
+        "read from the topic's start, it missed nothing before its first batch")
+
+
+def test_a_producer_clock_ahead_moves_the_watermark_no_further_than_the_bound(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    now = START + 5 * HOUR  # the wall clock; one producer's clock runs an hour ahead
+
+    def seen_with_bound() -> SeenEvents:
+        return SeenEvents(tmp_path, views, clock_bound=5 * MINUTE, clock=lambda: now)
+
+    seen = seen_with_bound()
+    assert run(seen, 0, batch(("ahead", "page_view", now + HOUR),
+                              ("on-time", "page_view", now - MINUTE))) == ["ahead", "on-time"]
+    assert seen.status()["watermark"] == "2026-11-24T14:55:00.000Z"  # now + 5 min - 10 min
+    assert run(seen, 1, batch(("on-time-2", "page_view", now - 4 * MINUTE),
+                              ("ahead", "page_view", now + HOUR))) == ["on-time-2"], (
+        "on-time events still count, and the copy of the event ahead is still known")
+    assert seen.status()["dropped_by_watermark_total"]["page_traffic"] == 0
+    restarted = seen_with_bound()
+    assert restarted.status()["watermark"] == "2026-11-24T14:55:00.000Z"
+    assert run(restarted, 2, batch(("ahead", "page_view", now + HOUR))) == []
+    unbounded = SeenEvents(tmp_path / "unbounded", views)
+    run(unbounded, 0, batch(("ahead", "page_view", now + HOUR)))
+    assert run(unbounded, 1, batch(("on-time", "page_view", now - MINUTE))) == [], (
+        "without the bound, the producer ahead makes on-time events late")
 
 
 def test_an_empty_micro_batch_changes_nothing(tmp_path: Path, views: list[ViewDefinition]) -> None:

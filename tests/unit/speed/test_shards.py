@@ -70,6 +70,10 @@ def view_entry(batch_timestamp: str, watermark: str, lag: int, dropped: int,
 def test_the_speed_layers_status_is_its_slowest_shards_with_the_sums(settings: Settings) -> None:
     first = view_entry("2026-11-26T10:00:05.000Z", "2026-11-26T09:50:00.000Z", 3, 2, {"t:0": 5})
     second = view_entry("2026-11-26T10:00:02.000Z", "2026-11-26T09:51:00.000Z", 4, 1, {"t:1": 9})
+    first |= {"dropped_by_window": {"2026-11-26T08:00:00.000Z": 2},
+              "complete_from": "2026-11-19T09:50:00.000Z"}
+    second |= {"dropped_by_window": {"2026-11-26T08:00:00.000Z": 1},
+               "complete_from": "2026-11-19T09:51:00.000Z"}
     for app, entry in (("speed-0", first), ("speed-1", second)):
         write_status(settings, app, {"app": app, "pid": 1, "written_at": 100.0, "active": True,
                                      "views": {"page_traffic": entry},
@@ -81,6 +85,8 @@ def test_the_speed_layers_status_is_its_slowest_shards_with_the_sums(settings: S
     assert (merged["lag"], merged["dropped_by_watermark_total"], merged["state_rows"]) == (
         7, 3, 2000)
     assert merged["end_offsets"] == {"t:0": 5, "t:1": 9}
+    assert merged["dropped_by_window"] == {"2026-11-26T08:00:00.000Z": 3}
+    assert merged["complete_from"] == "2026-11-19T09:51:00.000Z", "whole only where all are"
     assert merged["shards"]["speed-1"]["watermark"] == "2026-11-26T09:51:00.000Z"
     assert status["active"] is True and status["reference"]["stale_joins"] == 2
     shown = speed_fields(merged)  # what /freshness shows of the view's speed layer
@@ -98,5 +104,6 @@ def test_a_shard_without_status_leaves_the_speed_layer_inactive_and_unhealthy(
     status = speed_status(settings)
     assert status["active"] is False
     assert status["views"]["page_traffic"]["watermark"] is None, "no shard closed a window alone"
+    assert status["views"]["page_traffic"]["complete_from"] is None
     health = check_health(settings, now=101.0)
     assert "not running: speed-0, speed-1" in health.problems

@@ -49,6 +49,23 @@ def test_airflow_secrets_come_from_the_environment_when_set(
     assert not (tmp_path / "secrets").exists()
 
 
+def test_runs_are_triggered_by_an_account_of_its_own_with_airflows_user_role(
+    settings: Settings,
+) -> None:
+    """The restatement DAG's trigger is not the admin: Airflow's ``user`` role may read and
+    trigger DAG runs, and nothing else (pools, connections, variables, users)."""
+    import json
+
+    airflow = Airflow(settings)
+    users = airflow.environment()["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")
+    assert users == ["admin:admin", "lambdalake-trigger:user"]
+    airflow._write_passwords_file()
+    passwords = json.loads(airflow.passwords_file.read_text())
+    assert passwords == {"admin": airflow.admin_password,
+                         "lambdalake-trigger": airflow.trigger_password}
+    assert airflow.trigger_password != airflow.admin_password
+
+
 def test_up_makes_the_state_dir_its_owners_alone_before_it_starts_anything(
     make_settings: MakeSettings, tmp_path: Path
 ) -> None:
