@@ -52,6 +52,7 @@ from tests.support.reference_truth import reference_changes, with_attributes_as_
 
 DAG_ID = "lambdalake_batch_views"
 RESTATEMENT_DAG_ID = "lambdalake_restatement"
+SUPERVISOR_DAG_ID = "lambdalake_speed_supervisor"
 TODAY = datetime.now(UTC).date()
 DAYS = [TODAY - timedelta(days=back) for back in (4, 3, 2)]
 STACK_ENV = {
@@ -756,11 +757,29 @@ except Exception as error:
 
 
 def test_a_dead_connect_server_fails_its_task_clearly_and_a_restart_serves_the_next(
-    stack: Platform,
+    stack: Platform, client: AirflowClient,
 ) -> None:
     """SIGKILL the server under a running query: the task fails within the client's retry
     budget, naming the lost server; a task starting meanwhile waits; the supervisor's start
-    (what DAG lambdalake_speed_supervisor runs) brings the server back and that task runs."""
+    (what DAG lambdalake_speed_supervisor runs) brings the server back and that task runs.
+    The supervisor DAG itself is paused meanwhile: its scheduled run would start the server
+    again at a moment of its own (it once did within the 5 s a task is seen waiting)."""
+    client.pause(SUPERVISOR_DAG_ID)
+    try:
+        wait_for_no_run(client, SUPERVISOR_DAG_ID)
+        kill_the_server_under_a_task_and_restart_it(stack)
+    finally:
+        client.unpause(SUPERVISOR_DAG_ID)
+
+
+def wait_for_no_run(client: AirflowClient, dag_id: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while client.active_runs(dag_id):
+        assert time.monotonic() < deadline, f"{dag_id} still has a run after {timeout:.0f}s"
+        time.sleep(2)
+
+
+def kill_the_server_under_a_task_and_restart_it(stack: Platform) -> None:
     running = task_process("""
 from lambdalake.spark import task_session
 with task_session("long") as spark:
