@@ -74,3 +74,10 @@ LOG4J_FIXED = (2, 26, 1)
 def test_the_broker_logs_with_a_log4j_past_its_known_vulnerabilities() -> None:
     version = tuple(int(part) for part in pom_properties()["log4j.version"].split("."))
     assert version >= LOG4J_FIXED, f"log4j {version} is in a known CVE's range"
+
+
+def test_compose_runs_the_broker_and_registry_versions_the_local_stack_runs() -> None:
+    compose = (MANIFEST_DIR.parents[1] / "docker-compose.yml").read_text()
+    properties = pom_properties()
+    assert f"image: apache/kafka:{properties['kafka.version']}\n" in compose
+    assert f"image: apicurio/apicurio-registry:{properties['apicurio.version']}\n" in compose
