@@ -1,17 +1,19 @@
-"""Supervisor of the speed layer: keep it running, fail visibly when it is stale or behind.
+"""Supervisor of the streams: keep the speed layer and ingest running, fail visibly when the
+speed layer is stale or behind.
 
 ``supervise``, then ``alert`` when it failed, and ``gate_realtime``. The speed application
-is its own long-lived
-process, never a worker slot: ``supervise`` starts it unless it runs (after a crash it
-resumes from its checkpoints), then fails the run when the newest micro-batch is older than
-the freshness SLA while records wait, when a query stopped, or when the Kafka lag grew over
-several checks in a row. One task per check keeps the supervisor cheap (a task process
-costs seconds of CPU on a small machine). ``gate_realtime`` validates the real-time rows
-written since its last round, at most every ``speed.gate_every_seconds`` (off the stream,
-without Spark), records the verdicts in the data-quality history, and fails with an alert
-when a critical expectation fails. ``keep_spark_connect`` starts the batch tasks' Spark
-Connect server again after a crash (batch tasks wait ``spark.connect_wait_seconds`` for it).
-Pause this DAG to keep a speed layer that was stopped on purpose down; the DAG is active
+is its own long-lived process, never a worker slot: ``supervise`` starts it unless it runs
+(after a crash it resumes from its checkpoints), then fails the run when the newest
+micro-batch is older than the freshness SLA while records wait, when a query stopped, or
+when the Kafka lag grew over several checks in a row. One task per check keeps the
+supervisor cheap (a task process costs seconds of CPU on a small machine).
+``gate_realtime`` validates the real-time rows written since its last round, at most every
+``speed.gate_every_seconds`` (off the stream, without Spark), records the verdicts in the
+data-quality history, and fails with an alert when a critical expectation fails.
+``keep_ingest`` starts ingest again after a crash, from its checkpoint (the batch layer's
+completeness check waits for it meanwhile), and ``keep_spark_connect`` the batch tasks'
+Spark Connect server (batch tasks wait ``spark.connect_wait_seconds`` for it). Pause this
+DAG to keep a speed layer or ingest that was stopped on purpose down; the DAG is active
 from the first ``make up``.
 """
 
@@ -83,6 +85,13 @@ def lambdalake_speed_supervisor() -> None:
             raise AirflowFailException("; ".join(problems))
         return f"{len(results)} views gated, all passed"
 
+    @task(execution_timeout=timedelta(minutes=6))
+    def keep_ingest() -> str:
+        """Start ingest unless it runs (after a crash it resumes from its checkpoint)."""
+        from lambdalake.ingest.service import ensure_ingest_running
+
+        return ensure_ingest_running(get_settings())
+
     @task(execution_timeout=timedelta(minutes=5))
     def keep_spark_connect() -> str:
         """Start the batch tasks' Spark Connect server unless it runs (after a crash)."""
@@ -93,6 +102,7 @@ def lambdalake_speed_supervisor() -> None:
     checked = supervise()
     checked >> alert()
     checked >> gate_realtime()
+    keep_ingest()
     keep_spark_connect()
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from lambdalake.settings import isolated_environment
 
-pytest_plugins = ["tests.support.stacks"]
+pytest_plugins = ["tests.support.stacks", "tests.support.figures"]
 TIER_MARKERS = {"integration": [pytest.mark.integration],
                 "e2e": [pytest.mark.integration, pytest.mark.e2e]}
 

@@ -359,8 +359,9 @@ class SpeedSettings(BaseModel):
         "rows written since the last gate"
     )
     process_manager: Literal["stack", "container"] = Field(
-        "stack", description="stack: the supervisor starts the process; container: an "
-        "orchestrator runs and restarts it, the supervisor only checks its status"
+        "stack", description="stack: the supervisor DAG starts the speed layer and ingest "
+        "when they do not run; container: an orchestrator runs and restarts them, the "
+        "supervisor only checks their status"
     )
 
 

@@ -10,6 +10,7 @@ suite covers local paths.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import httpx
 import pandas as pd
 import psutil
 import pytest
+from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyarrow.fs import FileSelector
 
@@ -36,6 +38,7 @@ from lambdalake.kafka.producer import EventProducer
 from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.lake.delta_rs import delta_rs_uri, table_exists
+from lambdalake.lake.reference import QUARANTINE_TABLE as REFERENCE_QUARANTINE_TABLE
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
@@ -43,11 +46,13 @@ from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.reference_state import entry_hash
 from lambdalake.speed.shards import APP as SPEED_APP
 from lambdalake.stack.airflow import airflow_executable
-from lambdalake.stack.process import ManagedProcess
+from lambdalake.stack.process import ManagedProcess, StackError
+from lambdalake.stack.secrets import secrets_dir
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
 from tests.support.browser import CHROMIUM, fenced_page
 from tests.support.contracts import contracts_with_page_view_v2
+from tests.support.figures import Figures
 from tests.support.ground_truth import (
     bounds_as_of_processing,
     expected_view,
@@ -65,7 +70,12 @@ from tests.support.parquet_storage import (
     file_storage,
     files_committed,
 )
-from tests.support.reference_topics import compacting_now, latest_good_values, records_in
+from tests.support.reference_topics import (
+    compacting_now,
+    latest_good_values,
+    poison_changes,
+    records_in,
+)
 from tests.support.reference_truth import (
     processing_time_candidates,
     with_attributes_as_of_event_time,
@@ -174,11 +184,13 @@ def test_a_triggered_run_succeeds_through_the_scheduler(platform: Platform) -> N
 
 
 @pytest.mark.chaos
-def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) -> None:
+def test_the_supervisor_dag_restarts_a_killed_speed_layer_and_ingest(platform: Platform) -> None:
     settings = platform.settings
-    killed = speed_process(platform).pid()
-    assert killed is not None, "`up` starts the speed layer"
-    speed_process(platform).kill()
+    streams = [speed_process(platform), platform.ingest.process]
+    killed = [process.pid() for process in streams]
+    assert None not in killed, "`up` starts the speed layer and ingest"
+    for process in streams:
+        process.kill()
     client = AirflowClient(
         settings.airflow.base_url, settings.airflow.admin_user, platform.airflow.admin_password
     )
@@ -189,9 +201,9 @@ def test_the_supervisor_dag_restarts_a_killed_speed_layer(platform: Platform) ->
     assert client.wait_for_run(dag_id, run_id, timeout=600) == "success"
     assert client.task_states(dag_id, run_id) == {
         "supervise": "success", "alert": "skipped", "gate_realtime": "success",
-        "keep_spark_connect": "success"}
-    restarted = speed_process(platform).pid()
-    assert restarted is not None and restarted != killed
+        "keep_ingest": "success", "keep_spark_connect": "success"}
+    restarted = [process.pid() for process in streams]
+    assert None not in restarted and not set(restarted) & set(killed), (killed, restarted)
 
 
 def test_the_query_api_runs_with_the_stack(platform: Platform) -> None:
@@ -213,6 +225,8 @@ def run_demo(platform: Platform, traffic: int, seed: int, events_format: str) ->
     )
     output = result.stdout + result.stderr
     print(output)
+    # kept beside the stack's logs: the secret scan reads what the user saw too
+    (platform.settings.state_dir / "logs" / f"demo-seed{seed}.out").write_text(output)
     assert result.returncode == 0, output[-4000:]
     base = platform.settings.serving.base_url
     assert output.count(f"curl '{base}/views/") == 3
@@ -382,8 +396,14 @@ def test_bronze_compaction_beside_ingest_on_object_storage_loses_nothing(
           f"before, {len(table.file_uris())} after)")
 
 
+def reference_quarantine_reasons(settings: Settings) -> Counter[str]:
+    """Reference changes ingest quarantined, by reason, so far."""
+    table = DeltaTable(delta_rs_uri(settings.table_path(REFERENCE_QUARANTINE_TABLE)))
+    return Counter(table.to_pyarrow_table(columns=["quarantine_reason"]).column(0).to_pylist())
+
+
 def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_topics(
-    platform: Platform,
+    platform: Platform, figures: Figures,
 ) -> None:
     """After the demo's reference data: the speed layer's state is the manifest's current
     state; the log cleaner compacts the topics; the speed layer is SIGKILLed and started
@@ -407,9 +427,36 @@ def test_a_killed_speed_layer_rebuilds_its_reference_state_from_the_compacted_to
     last_kind = {(c["entity"], c["key"]): c["kind"] for c in changes}
     shadowed = {key for key, kind in last_kind.items() if kind in REFERENCE_MALFORMED_KINDS}
 
-    def digests() -> dict[str, str]:
+    def reference_status() -> dict[str, dict[str, Any]]:
         status = (read_status(settings, SPEED_APP) or {}).get("reference") or {}
-        return {e: s["digest"] for e, s in (status.get("entities") or {}).items()}
+        return status.get("entities") or {}
+
+    def digests() -> dict[str, str]:
+        return {e: s["digest"] for e, s in reference_status().items()}
+
+    # a poison flood of a tenth of the demo's changes on the product topic, each under a
+    # key of its own: ingest quarantines each once with its reason, the speed layer skips
+    # each and keeps following (a value nested too deep once killed its follower for good)
+    assert "product" in held
+    poison = poison_changes("poison", max(40, len(changes) // 10),
+                            settings.ingest.max_record_bytes)
+    skipped_before = reference_status()["product"]["skipped"]
+    quarantined_before = reference_quarantine_reasons(settings)
+    producer = Producer({**settings.kafka.client_config(), "enable.idempotence": True})
+    for key, value, _ in poison:
+        producer.produce(settings.kafka.entity_topic("product").name, value, key.encode())
+    assert producer.flush(60) == 0
+    wait_caught_up(settings, timeout=300)
+    assert reference_quarantine_reasons(settings) - quarantined_before == Counter(
+        reason for _, _, reason in poison)
+    deadline = time.monotonic() + 180
+    while reference_status()["product"]["skipped"] - skipped_before < len(poison):
+        assert time.monotonic() < deadline, (skipped_before, reference_status())
+        time.sleep(2)
+    assert reference_status()["product"]["skipped"] - skipped_before == len(poison)
+    assert speed_process(platform).pid() is not None
+    figures(poison_records=len(poison), quarantined_once=len(poison),
+            skipped_by_the_speed_layer=len(poison))
 
     assert digests() == {e: digest(state) for e, state in truth.items()}
 
@@ -498,6 +545,71 @@ def test_a_v2_schema_registered_mid_stream_flows_through_ingest_and_speed(
             process.log_tail(500)), process.name
 
 
+def caught_up_through_restarts(platform: Platform, timeout: float) -> list[str]:
+    """``wait_caught_up``, waiting meanwhile for the supervisor DAG (every
+    ``speed.supervise_every_seconds``) to start ingest again whenever it is down; what
+    stopped it each time."""
+    settings, stopped = platform.settings, []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            wait_caught_up(settings, timeout=max(1.0, deadline - time.monotonic()))
+            return stopped
+        except StackError as error:
+            if platform.ingest.process.pid() is not None or time.monotonic() > deadline:
+                raise
+            stopped.append(str(error).splitlines()[0])
+            while platform.ingest.process.pid() is None:
+                assert time.monotonic() < deadline, f"ingest was not started again: {stopped}"
+                time.sleep(2)
+
+
+@pytest.mark.chaos
+def test_the_object_store_killed_under_ingest_loses_and_duplicates_nothing(
+    platform: Platform, figures: Figures, tmp_path: Path,
+) -> None:
+    """s3proxy SIGKILLed while ingest commits new traffic to bronze on S3, and started
+    again 20 s later: ingest rides the outage out, or fails and the supervisor DAG starts it
+    again from its checkpoint; either way every produced record is in bronze once, and the
+    query API answers again."""
+    settings = platform.settings
+    bronze = delta_rs_uri(settings.table_path(BRONZE_TABLE))
+    wait_caught_up(settings, timeout=300)
+    produced, manifest = 20_000, tmp_path / "manifest.json"
+    producer = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lambdalake"), "produce", "--count", str(produced),
+         "--rate", "2000", "--late", "0", "--duplicates", "0", "--malformed", "0",
+         "--seed", "35", "--manifest", str(manifest)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    version = DeltaTable(bronze).version()
+    deadline = time.monotonic() + 120
+    while DeltaTable(bronze).version() == version:  # ingest is committing the new traffic
+        assert time.monotonic() < deadline, "ingest committed nothing of the new traffic"
+        time.sleep(0.5)
+    platform.object_store.process.kill()
+    time.sleep(20)
+    platform.object_store.start()
+    assert producer.wait(timeout=300) == 0, producer.stdout.read() if producer.stdout else ""
+    stopped = caught_up_through_restarts(platform, timeout=900)
+    sent = set(Manifest.read(manifest).valid_event_ids)
+    assert len(sent) == produced
+    rows = DeltaTable(bronze).to_pyarrow_table(columns=["event_id", "partition", "offset"])
+    coordinates = list(zip(rows.column("partition").to_pylist(),
+                           rows.column("offset").to_pylist(), strict=True))
+    assert len(set(coordinates)) == len(coordinates)  # no Kafka record twice in bronze
+    landed = Counter(event_id for event_id in rows.column("event_id").to_pylist()
+                     if event_id in sent)
+    assert set(landed) == sent, (len(sent - set(landed)), stopped)  # none lost
+    assert set(landed.values()) == {1}, stopped  # none twice
+    base = settings.serving.base_url
+    deadline = time.monotonic() + 120
+    while httpx.get(f"{base}/views/page_traffic/rows", timeout=10).status_code != 200:
+        assert time.monotonic() < deadline, "the query API did not answer again"
+        time.sleep(2)
+    figures(produced=produced, in_bronze_once=len(landed), lost=0, duplicated=0,
+            ingest_restarts=len(stopped), stopped_by=stopped[:1])
+
+
 def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:
     settings = platform.settings
     base = settings.airflow.base_url
@@ -568,6 +680,43 @@ def test_the_query_apis_interactive_docs_work_with_the_network_blocked(
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "query-api-docs.png"), full_page=True)
     assert refused == [], f"/docs asked beyond loopback: {refused}"
+
+
+def stack_secrets(settings: Settings) -> dict[str, str]:
+    """Every secret the stack generated (``secrets/``), and the passwords Airflow's login
+    holds, by where each lives."""
+    found = {path.name: path.read_text().strip()
+             for path in secrets_dir(settings).iterdir() if path.is_file()}
+    logins = json.loads((settings.state_dir / "airflow" / "simple_auth_manager_passwords.json")
+                        .read_text())
+    return {**found, **{f"airflow login {user}": password for user, password in logins.items()}}
+
+
+def test_no_log_status_or_command_output_of_the_run_shows_a_secret(
+    platform: Platform, figures: Figures,
+) -> None:
+    """After the demo runs, the backfills, the kills and restarts above: every log and
+    status file of the stack (Airflow's task logs included), the demo's output, and what
+    the status commands print hold none of the stack's secrets."""
+    settings = platform.settings
+    secrets = stack_secrets(settings)
+    assert {"spark-connect-token", "object-store-secret-key", "airflow-admin-password",
+            "airflow-trigger-password", "postgres-airflow-password"} <= set(secrets)
+    assert all(len(secret) >= 16 for secret in secrets.values()), "generated, not guessable"
+    lambdalake = str(Path(sys.executable).parent / "lambdalake")
+    printed = {" ".join(command): subprocess.run(
+        [lambdalake, *command], capture_output=True, text=True, timeout=300).stdout
+        for command in (["status"], ["spark-connect", "status"], ["quality"])}
+    files = [path for folder in ("logs", "status", "quality", "run", "manifests",
+                                 "airflow/logs")
+             for path in (settings.state_dir / folder).rglob("*") if path.is_file()]
+    assert any(path.name.startswith("demo-seed") for path in files)
+    assert any("airflow/logs" in str(path) and path.suffix == ".log" for path in files)
+    outputs = {**printed, **{str(path): path.read_text(errors="replace") for path in files}}
+    leaks = [(name, where) for name, secret in secrets.items()
+             for where, text in outputs.items() if secret in text]
+    figures(outputs_scanned=len(outputs), secrets=len(secrets), leaks=len(leaks))
+    assert leaks == [], leaks
 
 
 def test_down_stops_everything_it_started(platform: Platform) -> None:

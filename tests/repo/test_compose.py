@@ -150,6 +150,39 @@ def test_no_credential_has_a_default(compose: dict[str, Any]) -> None:
                 assert "${POSTGRES_PASSWORD:?" in value
 
 
+AIRFLOW_SERVICES = ("airflow-init", "airflow-api-server", "airflow-scheduler",
+                    "airflow-dag-processor", "airflow-triggerer")
+AIRFLOW_SECRETS = {"POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_TRIGGER_PASSWORD",
+                   "AIRFLOW_FERNET_KEY", "AIRFLOW_API_SECRET_KEY", "AIRFLOW_JWT_SECRET"}
+
+
+def secrets_of(compose: dict[str, Any], service: str) -> set[str]:
+    """The required variables (the secrets) a service's environment names."""
+    return {match for value in environment(compose, service).values()
+            for match in re.findall(r"\$\{(\w+):\?", value)}
+
+
+def test_each_service_gets_only_the_secrets_it_uses(
+    compose: dict[str, Any], settings: Settings
+) -> None:
+    """Airflow's and PostgreSQL's secrets reach only Airflow's services (and PostgreSQL its
+    own password); the query API's token only the query API; the streams, Spark and the
+    object store get the object store's key alone."""
+    lake_key = {"OBJECT_STORE_SECRET_KEY"}
+    for name in compose["services"]:
+        held = secrets_of(compose, name)
+        if name in AIRFLOW_SERVICES:
+            assert held == AIRFLOW_SECRETS | lake_key, name
+        elif name == "serving-api":
+            assert held == lake_key | {"SERVING_API_TOKEN"}, name
+        elif name == "postgres":
+            assert held == {"POSTGRES_PASSWORD"}, name
+        else:
+            assert held <= lake_key, (name, held)
+    users = environment(compose, "airflow-scheduler")["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
+    assert users == Airflow(settings).environment()["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
+
+
 def test_the_project_code_is_mounted(compose: dict[str, Any]) -> None:
     volumes = compose["services"]["airflow-scheduler"]["volumes"]
     for folder in ("dags", "plugins", "include", "spark_jobs", "schemas"):

@@ -75,7 +75,7 @@ def latest_good_values(settings: Settings, entity: str, attributes: list[str]
         key, value = (message.key() or b"").decode(), message.value()
         try:
             record: Any = None if value is None else json.loads(value, parse_float=Decimal)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep
             continue  # malformed: skipped, the key keeps its value
         if record is None:
             state.pop(key, None)
@@ -83,3 +83,25 @@ def latest_good_values(settings: Settings, entity: str, attributes: list[str]
               and record.get(key_field) == key):
             state[key] = tuple(str(record[a]) for a in attributes)
     return state
+
+
+def poison_changes(key_prefix: str, count: int, max_record_bytes: int
+                   ) -> list[tuple[str, bytes, str]]:
+    """``count`` reference records no reader may apply, each under a key of its own (so it
+    shadows nothing), and the reason ingest quarantines each with: values nested deeper
+    than any parser's stack (within the size limit, and far beyond it), bytes that are not
+    UTF-8, and a value one byte over ``max_record_bytes``."""
+    levels = (max_record_bytes - 64) // 2
+    kinds = [
+        (b'{"product_id": "KEY", "name": ' + b"[" * levels + b"]" * levels + b"}",
+         "invalid_json"),
+        (b"[" * 100_000 + b"]" * 100_000, "oversized"),
+        (b'{"product_id": "KEY", "name": "caf\xe9"}', "invalid_utf8"),
+        (b'{"product_id": "KEY", "name": "' + b"x" * max_record_bytes + b'"}', "oversized"),
+    ]
+    poison = []
+    for number in range(count):
+        key = f"{key_prefix}-{number:04d}"
+        value, reason = kinds[number % len(kinds)]
+        poison.append((key, value.replace(b"KEY", key.encode()), reason))
+    return poison

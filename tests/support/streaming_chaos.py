@@ -1,16 +1,20 @@
 """Crash helpers for streaming tests: SIGKILL an application while a micro-batch is in
-flight, produce load in the background, and reconcile bronze with what was produced."""
+flight, produce load in the background, poison records, and reconcile bronze with what was
+produced."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lambdalake.contracts.registry import encode_event
+from lambdalake.generator.catalogue import event_time
 from lambdalake.generator.traffic import Manifest, TrafficGenerator, TrafficProfile, produce_traffic
 from lambdalake.kafka.producer import EventProducer
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
@@ -73,11 +77,13 @@ class Production:
         return self.sending.result(timeout)
 
 
-def produce_in_background(settings: Settings, profile: TrafficProfile) -> Production:
-    """Start producing ``profile`` to the events topic."""
+def produce_in_background(settings: Settings, profile: TrafficProfile,
+                          avro: Callable[[Mapping[str, Any]], bytes] | None = None
+                          ) -> Production:
+    """Start producing ``profile`` to the events topic (Avro encoded with ``avro``)."""
     producer = EventProducer(settings.kafka, settings.kafka.events_topic.name)
     return Production(producer, Background(
-        lambda: produce_traffic(TrafficGenerator(profile), producer), "producer"))
+        lambda: produce_traffic(TrafficGenerator(profile, avro=avro), producer), "producer"))
 
 
 def assert_each_record_once(spark: SparkSession, settings: Settings,
@@ -97,3 +103,45 @@ def assert_each_record_once(spark: SparkSession, settings: Settings,
     produced = {event_id for m in manifests for event_id in m.valid_event_ids}
     assert ids == produced, (f"bronze lacks {len(produced - ids)} valid events and holds "
                              f"{len(ids - produced)} that were not produced")
+
+
+@dataclass(frozen=True)
+class Poison:
+    """One record built to break a reader, and what ingest must make of it: its
+    ``quarantine_reason``, or None for a valid event at the very size limit."""
+
+    event_id: str
+    value: bytes
+    reason: str | None
+
+
+def poison_events(count: int, max_record_bytes: int, occurred_at: datetime) -> list[Poison]:
+    """``count`` page views at the edges a parser breaks on, in turn: nested deeper than any
+    parser's stack within the size limit (``invalid_json``) and far beyond it
+    (``oversized``), bytes that are not UTF-8 (``invalid_utf8``), exactly the size limit
+    (valid) and one byte over it (``oversized``)."""
+
+    def page_view(event_id: str, padding: bytes) -> bytes:
+        event = {"event_id": event_id, "event_type": "page_view", "user_id": "u-poison",
+                 "session_id": "s-poison", "occurred_at": event_time(occurred_at),
+                 "schema_version": 1, "country": "DE", "device": "mobile", "page": "/poison"}
+        return encode_event(event)[:-1] + b', "padding": ' + padding + b"}"
+
+    def sized(event_id: str, size: int) -> bytes:
+        unpadded = len(page_view(event_id, b'""'))
+        return page_view(event_id, b'"' + b"x" * (size - unpadded) + b'"')
+
+    levels = (max_record_bytes - 400) // 2
+    kinds: list[tuple[Callable[[str], bytes], str | None]] = [
+        (lambda event_id: page_view(event_id, b"[" * levels + b"]" * levels), "invalid_json"),
+        (lambda event_id: page_view(event_id, b"[" * 100_000 + b"]" * 100_000), "oversized"),
+        (lambda event_id: page_view(event_id, b'"caf\xe9"'), "invalid_utf8"),
+        (lambda event_id: sized(event_id, max_record_bytes), None),
+        (lambda event_id: sized(event_id, max_record_bytes + 1), "oversized"),
+    ]
+    poison = []
+    for number in range(count):
+        build, reason = kinds[number % len(kinds)]
+        event_id = f"poison-{number:05d}"
+        poison.append(Poison(event_id, build(event_id), reason))
+    return poison

@@ -27,6 +27,15 @@ class IngestService(StreamingService):
         self.label = "ingest stream (Kafka -> bronze)"
 
 
+def ensure_ingest_running(settings: Settings, timeout: float = 300.0) -> str:
+    """Start ingest unless it runs (after a crash it resumes from its checkpoint); say what
+    was done. Where an orchestrator runs the streams (``speed.process_manager``) it
+    restarts ingest itself."""
+    if settings.speed.process_manager == "container":
+        return "ingest managed by the container orchestrator (not started here)"
+    return IngestService(settings).ensure_running("ingest", timeout)
+
+
 def wait_caught_up(settings: Settings, timeout: float = 300.0) -> dict[str, int]:
     """Wait until ingest has committed every record now in the events topic to bronze (or
     quarantine), and every change now in the entities' topics to the reference changelog."""

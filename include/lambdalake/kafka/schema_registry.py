@@ -175,6 +175,14 @@ class AvroSchemas:
     complete: bool
     """False when the registry did not answer: an id missing here may still exist."""
 
+    def outdates(self, planned: AvroSchemas) -> bool:
+        """Whether a plan made with ``planned`` must be made again now: a schema was
+        registered since, or the plan was made without the registry's answer and one came.
+        A registry that stops answering outdates nothing: the plan goes on decoding every
+        id it knows (planning again then would know none)."""
+        return self.by_id.keys() != planned.by_id.keys() or (
+            self.complete and not planned.complete)
+
 
 class TopicSchemas:
     """The schemas registered under the events topic's subjects, as a reader needs them.

@@ -18,6 +18,7 @@ from lambdalake.serving.service import ServingService
 from lambdalake.settings import Settings
 from lambdalake.speed.service import SpeedLayer
 from lambdalake.stack.airflow import Airflow
+from lambdalake.stack.exposure import refuse_unauthenticated_exposure
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
@@ -62,8 +63,10 @@ class Platform:
 
     def up(self, echo: Callable[[str], None] = print) -> float:
         """Start what is not running and wait until all of it is healthy; return seconds.
-        The state dir is made private first (``keep_private``)."""
+        First an unauthenticated listener beyond loopback is refused, and the state dir is
+        made private (``keep_private``)."""
         started = time.monotonic()
+        refuse_unauthenticated_exposure(self.settings)
         keep_private(self.settings.state_dir)
         for component in self.components:
             echo(f"starting {component.label} ...")

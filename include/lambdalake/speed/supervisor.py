@@ -17,8 +17,8 @@ from typing import Any
 
 from lambdalake.settings import Settings
 from lambdalake.speed.service import SpeedLayer, shard_service
-from lambdalake.speed.shards import Shard, shards, speed_status
-from lambdalake.streaming.progress import failures, progress_time, read_status
+from lambdalake.speed.shards import shards, speed_status
+from lambdalake.streaming.progress import failures, progress_time
 
 LAG_SAMPLES_FILE = "speed-lag-samples.json"
 
@@ -51,25 +51,8 @@ def ensure_running(settings: Settings, timeout: float = 300.0) -> str:
     """Start every shard of the speed layer that does not run; say what was done."""
     if settings.speed.process_manager == "container":
         return "speed layer managed by the container orchestrator (not started here)"
-    return "; ".join(_ensure_shard_running(settings, shard, timeout)
+    return "; ".join(shard_service(settings, shard).ensure_running(shard.describe(), timeout)
                      for shard in shards(settings))
-
-
-def _ensure_shard_running(settings: Settings, shard: Shard, timeout: float) -> str:
-    service = shard_service(settings, shard)
-    pid = service.process.pid()
-    if pid is not None:
-        return f"{shard.describe()} running (pid {pid})"
-    left = read_status(settings, shard.app) or {}
-    failed = failures(left)
-    pid = service.start(timeout=timeout)
-    if failed:
-        how = f"restarted from its checkpoints after a failure ({'; '.join(failed)})"
-    elif left.get("active") is True:
-        how = "restarted after a crash, from its checkpoints"
-    else:
-        how = "started"
-    return f"{shard.describe()} {how} (pid {pid})"
 
 
 def _batch_age(document: dict[str, Any], now: float) -> float | None:

@@ -65,9 +65,10 @@ class ClassifiedStream:
             contracts, settings.ingest, self.planned)
 
     def check(self) -> None:
-        """Raise ``PlanOutdated`` if the registered schemas are not those planned with."""
+        """Raise ``PlanOutdated`` if the registered schemas outdate those planned with
+        (``AvroSchemas.outdates``)."""
         now = self.schemas.current()
-        if now != self.planned:
+        if now.outdates(self.planned):
             raise PlanOutdated(f"the events topic's registered schemas changed (ids "
                                f"{sorted(self.planned.by_id)} -> {sorted(now.by_id)}, registry "
                                f"answered: {self.planned.complete} -> {now.complete})")

@@ -83,6 +83,23 @@ class StreamingService(OneProcessComponent):
             "its streaming queries report progress",
         )
 
+    def ensure_running(self, name: str, timeout: float = 300.0) -> str:
+        """Start the application unless it runs (it resumes from its checkpoints); say what
+        was done, and why it was down when its status says."""
+        pid = self.process.pid()
+        if pid is not None:
+            return f"{name} running (pid {pid})"
+        left = read_status(self.settings, self.app) or {}
+        failed = failures(left)
+        pid = self.start(timeout=timeout)
+        if failed:
+            how = f"restarted from its checkpoints after a failure ({'; '.join(failed)})"
+        elif left.get("active") is True:
+            how = "restarted after a crash, from its checkpoints"
+        else:
+            how = "started"
+        return f"{name} {how} (pid {pid})"
+
     def stop(self) -> bool:
         """Stop gracefully: the running micro-batches finish; True if it was running."""
         return self.process.stop(timeout=120, root_first=True)

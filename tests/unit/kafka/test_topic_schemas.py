@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lambdalake.contracts.registry import ContractRegistry
-from lambdalake.kafka.schema_registry import TopicSchemas, subject
+from lambdalake.kafka.schema_registry import AvroSchemas, TopicSchemas, subject
 from lambdalake.settings import RegistrySettings
 
 
@@ -65,5 +65,16 @@ def test_a_registry_answering_an_error_leaves_the_known_schemas_and_says_so(
     registry.failing = status
     during = schemas.current()
     assert not during.complete and during.by_id == known.by_id
+    assert not during.outdates(known)  # a query planned with ``known`` keeps running
     registry.failing = None
-    assert schemas.current().complete
+    assert schemas.current().complete and not schemas.current().outdates(known)
+
+
+def test_a_plan_is_outdated_by_a_new_schema_or_by_the_first_answer_it_lacked() -> None:
+    schema = ("writer", "reader")
+    unanswered, answered = AvroSchemas({7: schema}, complete=False), AvroSchemas(
+        {7: schema}, complete=True)
+    assert answered.outdates(unanswered)  # unknown ids were failing batches: quarantine now
+    assert not unanswered.outdates(answered)
+    assert AvroSchemas({7: schema, 8: schema}, complete=True).outdates(answered)
+    assert AvroSchemas({7: schema, 8: schema}, complete=False).outdates(unanswered)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from lambdalake.ingest.service import ensure_ingest_running
 from lambdalake.settings import Settings
 from lambdalake.speed.shards import APP
 from lambdalake.speed.supervisor import check_health, ensure_running
@@ -114,6 +115,7 @@ def test_alerts_of_the_last_hour_are_what_status_shows(
 def test_under_a_container_orchestrator_the_supervisor_only_checks(settings: Settings) -> None:
     settings.speed.process_manager = "container"
     assert "not started here" in ensure_running(settings)
+    assert "not started here" in ensure_ingest_running(settings)
     now = float(int(time.time()))
     write_status(settings, APP, status(lag=0, batch_age=1, now=now))
     assert check_health(settings, now).healthy  # running elsewhere: the fresh status says so
