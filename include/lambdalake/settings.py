@@ -16,6 +16,8 @@ Nothing else in the code base hard-codes a host, a port or a path: it asks ``get
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Collection
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -626,30 +628,38 @@ class Settings(BaseSettings):
         assert self.jars_dir is not None
         return self.jars_dir / "spark-connectors"
 
-    def to_environment(self, secrets: bool = True) -> dict[str, str]:
+    def to_environment(self, secrets: bool | Collection[str] = True) -> dict[str, str]:
         """These settings as LAMBDALAKE_* variables: a child process given them (and no
-        .env override) builds equal settings; without ``secrets``, equal but for the
-        credentials (a process that uses none of them is given none)."""
+        .env override) builds equal settings. ``secrets``: every credential, none, or only
+        those named (``"kafka.sasl_password"``): a process is given the ones it uses."""
         variables: dict[str, str] = {}
 
-        def walk(model: BaseModel, prefix: str) -> None:
+        def walk(model: BaseModel, prefix: str, path: str) -> None:
             for name in type(model).model_fields:
                 value = getattr(model, name)
                 key = f"{prefix}{name.upper()}"
                 if isinstance(value, BaseModel):
-                    walk(value, f"{key}__")
+                    walk(value, f"{key}__", f"{path}{name}.")
                 elif value is None:
                     continue
                 elif isinstance(value, SecretStr):
-                    if secrets:
+                    if secrets is True or (secrets is not False and f"{path}{name}" in secrets):
                         variables[key] = value.get_secret_value()
                 elif isinstance(value, dict):
                     variables[key] = json.dumps(value)
                 else:
                     variables[key] = str(value)
 
-        walk(self, "LAMBDALAKE_")
+        walk(self, "LAMBDALAKE_", "")
         return variables
+
+    def child_environment(self, secrets: bool | Collection[str]) -> dict[str, str]:
+        """The environment of a process the stack starts: this one's without its
+        LAMBDALAKE_* variables (a secret set there would reach it), then these settings
+        with only the credentials ``secrets`` names (``to_environment``)."""
+        inherited = {key: value for key, value in os.environ.items()
+                     if not key.startswith("LAMBDALAKE_")}
+        return {**inherited, **self.to_environment(secrets)}
 
     def table_path(self, name: str) -> str:
         """Location of the Delta table ``name`` under the lake root."""

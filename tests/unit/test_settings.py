@@ -128,3 +128,43 @@ def test_isolated_stacks_use_distinct_ports_below_the_ephemeral_range() -> None:
         assert len(set(ports)) == len(ports)
     with pytest.raises(ValueError, match="slot"):
         isolated_environment("eleven", 10)
+
+
+def test_a_child_process_gets_only_the_credentials_it_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streams get Kafka's, the registry's and the lake's; the query API its token and
+    the lake's; neither gets PostgreSQL's, Airflow's or the Connect server's, nor a secret
+    this process inherited."""
+    from lambdalake.serving.service import SERVING_SECRETS, ServingService
+    from lambdalake.stack.process import ManagedProcess
+    from lambdalake.streaming.service import STREAM_SECRETS, start_app_process
+
+    monkeypatch.setenv("LAMBDALAKE_SERVING__API_TOKEN", "inherited-token")
+    settings = Settings(
+        state_dir=tmp_path, serving={"api_token": "api-token"},
+        kafka={"sasl_password": "kafka-password"}, registry={"password": "registry-password"},
+        lake={"object_store": {"secret_access_key": "lake-key"}},
+        postgres={"password": "postgres-password"}, spark={"connect_token": "connect-token"},
+        airflow={"admin_password": "admin-password", "trigger_password": "trigger-password"})
+    everything = {"api-token", "kafka-password", "registry-password", "lake-key",
+                  "postgres-password", "connect-token", "admin-password", "trigger-password"}
+    assert everything <= set(settings.to_environment().values())
+    started: list[dict[str, str]] = []
+
+    def record(self: ManagedProcess, command: list[str], env: dict[str, str], **_: object
+               ) -> int:
+        started.append(env)
+        return 1
+
+    monkeypatch.setattr(ManagedProcess, "start", record)
+    monkeypatch.setattr(ManagedProcess, "wait_until", lambda *_, **__: None)
+    start_app_process(settings, "ingest")
+    ServingService(settings).start()
+    stream, serving = (set(env.values()) for env in started)
+    assert stream & everything == {"kafka-password", "registry-password", "lake-key"}
+    assert serving & everything == {"api-token", "lake-key"}
+    assert "inherited-token" not in stream | serving
+    assert settings.child_environment(STREAM_SECRETS) == started[0]
+    assert settings.child_environment(SERVING_SECRETS) == started[1]
+    assert not set(settings.child_environment(secrets=False).values()) & everything

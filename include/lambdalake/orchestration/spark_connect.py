@@ -16,7 +16,6 @@ Airflow's connections, e.g. ``AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=spark-connect:/
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
@@ -69,10 +68,8 @@ def server_environment(settings: Settings) -> dict[str, str]:
     can see). The API token, the database's and Airflow's passwords stay out of it: a
     client's code runs in it."""
     lake = object_store.environment(settings) if settings.lake.on_object_storage else {}
-    inherited = {key: value for key, value in os.environ.items()
-                 if not key.startswith("LAMBDALAKE_")}
     token = connect_token(settings)
-    return {**inherited, **settings.to_environment(secrets=False), **lake,
+    return {**settings.child_environment(secrets=False), **lake,
             "SPARK_LOCAL_IP": settings.spark.driver_host,
             **({} if token is None else {TOKEN_VARIABLE: token})}
 

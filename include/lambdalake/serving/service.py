@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import httpx
@@ -21,6 +20,10 @@ def uvicorn_command(settings: Settings) -> list[str]:
             "--port", str(serving.port), "--workers", str(serving.workers), "--no-access-log"]
 
 
+SERVING_SECRETS = ("serving.api_token", "lake.object_store.secret_access_key")
+"""The credentials the query API uses: its own token and the lake's."""
+
+
 class ServingService(OneProcessComponent):
     """``uvicorn --factory lambdalake.serving.api:create_app`` with the stack's settings."""
 
@@ -30,7 +33,7 @@ class ServingService(OneProcessComponent):
     def start(self, timeout: float = 60.0) -> int:
         """Start unless running; wait until ``/health`` answers; return the pid."""
         pid = self.process.start(uvicorn_command(self.settings),
-                                 env={**os.environ, **self.settings.to_environment()},
+                                 env=self.settings.child_environment(SERVING_SECRETS),
                                  cwd=PROJECT_ROOT)
         self.process.wait_until(self.healthy, timeout,
                                 f"GET {self.settings.serving.base_url}/health")

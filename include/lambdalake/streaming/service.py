@@ -7,7 +7,6 @@ decides where it resumes, so starting it again after a crash is all a restart ne
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +26,12 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError
 
 
+STREAM_SECRETS = ("kafka.sasl_password", "registry.password",
+                  "lake.object_store.secret_access_key")
+"""The credentials a streaming application uses (``Settings.child_environment``): not the
+query API's token, PostgreSQL's, Airflow's or the Spark Connect server's."""
+
+
 def app_process(settings: Settings, app: str) -> ManagedProcess:
     return ManagedProcess(app, settings.state_dir / "run")
 
@@ -41,7 +46,7 @@ def start_app_process(settings: Settings, app: str, job: str | None = None,
     waits safely in Kafka."""
     return app_process(settings, app).start(
         [sys.executable, str(job_path(job or app)), *args],
-        env={**os.environ, **settings.to_environment()},
+        env=settings.child_environment(STREAM_SECRETS),
         cwd=PROJECT_ROOT,
         niceness=settings.ingest.niceness if app == "ingest" else 0,
     )
