@@ -570,11 +570,13 @@ def test_the_object_store_killed_under_ingest_loses_and_duplicates_nothing(
 ) -> None:
     """s3proxy SIGKILLed while ingest commits new traffic to bronze on S3, and started
     again 20 s later: ingest rides the outage out, or fails and the supervisor DAG starts it
-    again from its checkpoint; either way every produced record is in bronze once, and the
-    query API answers again."""
+    again from its checkpoint; either way every produced record is in bronze once, the
+    query API answers again, and the speed layer runs (started again by the supervisor DAG
+    if the outage failed its query)."""
     settings = platform.settings
     bronze = delta_rs_uri(settings.table_path(BRONZE_TABLE))
     wait_caught_up(settings, timeout=300)
+    speed_before = speed_process(platform).pid()
     produced, manifest = 20_000, tmp_path / "manifest.json"
     producer = subprocess.Popen(
         [str(Path(sys.executable).parent / "lambdalake"), "produce", "--count", str(produced),
@@ -606,8 +608,16 @@ def test_the_object_store_killed_under_ingest_loses_and_duplicates_nothing(
     while httpx.get(f"{base}/views/page_traffic/rows", timeout=10).status_code != 200:
         assert time.monotonic() < deadline, "the query API did not answer again"
         time.sleep(2)
+    # the speed layer may fail on the outage (its commits to S3 do): the supervisor DAG
+    # starts it again, so the stack is whole again for what follows
+    deadline = time.monotonic() + 420
+    while speed_process(platform).pid() is None or (
+            read_status(settings, SPEED_APP) or {}).get("active") is not True:
+        assert time.monotonic() < deadline, "the speed layer did not come back"
+        time.sleep(2)
     figures(produced=produced, in_bronze_once=len(landed), lost=0, duplicated=0,
-            ingest_restarts=len(stopped), stopped_by=stopped[:1])
+            ingest_restarts=len(stopped), stopped_by=stopped[:1],
+            speed_layer_restarted=speed_process(platform).pid() != speed_before)
 
 
 def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform) -> None:
