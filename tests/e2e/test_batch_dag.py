@@ -44,9 +44,15 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
-from lambdalake.views.definition import ViewDefinition, load_views
+from lambdalake.views.definition import load_views
 from tests.support.background import Background
-from tests.support.ground_truth import expected_view, manifest_events, manifest_records
+from tests.support.ground_truth import (
+    expected_view,
+    manifest_events,
+    manifest_records,
+    row_differences,
+    row_key,
+)
 from tests.support.merged_answers import merged_answer
 from tests.support.reference_truth import reference_changes, with_attributes_as_of_event_time
 
@@ -156,28 +162,19 @@ def differences_from_the_truth(settings: Settings, manifests: list[Manifest],
         if names is not None and name not in names:
             continue
 
-        def key(row: dict[str, Any], view: ViewDefinition = view) -> tuple:
-            return (pd.Timestamp(row["window_start"]).tz_localize(None).to_pydatetime(),
-                    *(str(row[d]) for d in view.dimensions))
-
-        def measures(row: dict[str, Any], view: ViewDefinition = view) -> tuple:
-            return tuple(Decimal(str(row[m.name])) for m in view.measures)
-
         table = DeltaTable(current_table_path(settings, name)).to_pyarrow_table().to_pylist()
         rows = [r for r in table if first <= r["window_start"].replace(tzinfo=UTC) < last]
-        read_at = {key(r)[0]: r["bronze_version"] for r in rows}  # a window: one read
+        read_at = {row_key(view, r)[0]: r["bronze_version"] for r in rows}  # a window: one read
         newest = max(read_at.values(), default=None)  # a window with no row: bronze now
-        truth = {}
+        truth = []
         for version in {*read_at.values(), newest}:
             held = DeltaTable(settings.table_path(BRONZE_TABLE), version=version
                               ).to_pyarrow_table(columns=["event_id"]).column("event_id")
             events = with_attributes_as_of_event_time(pd.concat(
                 [settled, new[new["event_id"].isin(set(held.to_pylist()))]]), view, changes)
-            truth |= {key(r): measures(r)
-                      for r in expected_view(events, view, first, last).to_dict("records")
-                      if read_at.get(key(r)[0], newest) == version}
-        written = {key(r): measures(r) for r in rows}
-        differences[name] = len(set(truth.items()) ^ set(written.items()))
+            truth += [r for r in expected_view(events, view, first, last).to_dict("records")
+                      if read_at.get(row_key(view, r)[0], newest) == version]
+        differences[name] = len(row_differences(view, truth, rows))
     return differences
 
 

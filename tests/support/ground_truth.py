@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pandas as pd
@@ -31,15 +33,110 @@ def rank_admits(values: Sequence[Any], answer: float, percentile: float, error: 
     return below - error <= percentile <= up_to + error
 
 
+def _exact_sum(column: pd.Series) -> Any:
+    present = column.dropna()
+    if present.empty:
+        return None  # SQL: the sum of no values
+    return sum(present, Decimal(0)) if present.dtype == object else int(present.sum())
+
+
+def _exact_statistic(statistic: Any, fewest: int) -> Any:
+    """A statistic of a column's values, computed on exact fractions; None below ``fewest``."""
+    def of(column: pd.Series) -> float | None:
+        present = [Fraction(value) for value in column.dropna()]
+        return float(statistic(present)) if len(present) >= fewest else None
+    return of
+
+
 MEASURES = {
     "count": len,
-    "sum": lambda column: sum(column, Decimal(0)) if column.dtype == object else int(column.sum()),
+    "sum": _exact_sum,
     "max": lambda column: column.max(),
     "min": lambda column: column.min(),
     "distinct_count": lambda column: column.nunique(),
+    "avg": _exact_statistic(statistics.mean, 1),
+    "variance": _exact_statistic(statistics.variance, 2),
+    "stddev": _exact_statistic(lambda v: math.sqrt(statistics.variance(v)), 2),
 }
 """Each measure kind's exact value of a group's column (``approx_percentile``: its
 ``percentile_disc``, and the values, for checking a sketch's rank error)."""
+
+DOUBLE_KINDS = ("avg", "variance", "stddev")
+"""The kinds whose values are doubles that both layers sum in an order of their own."""
+
+
+def same_value(kind: str, truth: Any, answer: Any, relative: float = 1e-10) -> bool:
+    """Whether a layer's ``answer`` is the exact ``truth`` of a measure of ``kind``: equal,
+    or for a double a layer added up in its own order, within ``relative`` of its size (the
+    speed layer states 1e-9)."""
+    if _missing(truth) or _missing(answer):
+        return _missing(truth) and _missing(answer)
+    if kind in DOUBLE_KINDS:
+        return math.isclose(float(answer), float(truth), rel_tol=relative, abs_tol=relative)
+    return Decimal(str(answer)) == Decimal(str(truth))
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def row_key(view: ViewDefinition, row: dict[str, Any]) -> tuple[Any, ...]:
+    """A view row's key as the truth and a layer's rows are matched: the window's start as
+    a naive UTC instant, the dimensions as text."""
+    start = pd.Timestamp(row["window_start"])
+    start = start.tz_convert("UTC").tz_localize(None) if start.tzinfo else start
+    return (start.to_pydatetime(), *(str(row[d]) for d in view.dimensions))
+
+
+def row_differences(view: ViewDefinition, truth: pd.DataFrame | list[dict[str, Any]],
+                    rows: pd.DataFrame | list[dict[str, Any]]) -> dict[tuple[Any, ...], str]:
+    """Where an exact layer's ``rows`` differ from the ``truth``, by key (``row_key``): a key
+    on one side only, or measures that are not the ``same_value``."""
+    def keyed(frame: pd.DataFrame | list[dict[str, Any]]) -> dict[tuple[Any, ...], dict]:
+        records = frame.to_dict("records") if isinstance(frame, pd.DataFrame) else frame
+        return {row_key(view, row): row for row in records}
+
+    want, got = keyed(truth), keyed(rows)
+    differences = dict.fromkeys(want.keys() - got.keys(), "not in the rows")
+    differences |= dict.fromkeys(got.keys() - want.keys(), "in the rows, not in the truth")
+    for key in want.keys() & got.keys():
+        wrong = [f"{m.name}: {got[key][m.name]}, truth {want[key][m.name]}"
+                 for m in view.measures
+                 if not same_value(m.kind, want[key][m.name], got[key][m.name])]
+        if wrong:
+            differences[key] = "; ".join(wrong)
+    return differences
+
+
+def with_expressions(events: pd.DataFrame, view: ViewDefinition) -> pd.DataFrame:
+    """``events`` with the view's derived columns, those its filter holds for, and a flag
+    ``_counted_<measure>`` per measure filter: the definition's SQL evaluated by DuckDB, an
+    engine of its own, on the columns typed as the contracts say."""
+    import duckdb
+
+    from lambdalake.contracts.registry import ContractRegistry
+
+    contracts = ContractRegistry()
+    types = {name: rule.spark_type for event_type in view.event_types
+             for name, rule in contracts.latest(event_type).fields.items()}
+    frame = events.reset_index(drop=True).assign(_row=lambda f: range(len(f)))
+    decimals = [c for c in frame.columns if types.get(c, "").startswith("DECIMAL")]
+    source = frame.assign(**{c: frame[c].map(lambda v: None if pd.isna(v) else str(v))
+                             for c in decimals})
+    typed = ", ".join(f'CAST("{c}" AS {types[c]}) AS "{c}"' for c in decimals)
+    query = f"SELECT * REPLACE ({typed}) FROM source" if decimals else "SELECT * FROM source"
+    for name, text in view.columns.items():
+        query = f'SELECT *, ({text}) AS "{name}" FROM ({query})'
+    if view.filter:
+        query = f"SELECT * FROM ({query}) WHERE ({view.filter})"
+    selected = ["_row", *(f'"{name}"' for name in view.columns),
+                *(f'COALESCE(({m.filter}), FALSE) AS "_counted_{m.name}"'
+                  for m in view.measures if m.filter)]
+    query = f"SELECT {', '.join(selected)} FROM ({query})"
+    connection = duckdb.connect()
+    connection.register("source", source)
+    computed = connection.sql(query).to_arrow_table().to_pandas()
+    return frame.merge(computed, on="_row").drop(columns="_row")
 
 
 def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, end: datetime
@@ -47,6 +144,8 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
     """The view over distinct ``events`` (``occurred_at`` naive UTC): windows, group, measure;
     a percentile measure also has its group's values in ``<name>__values``."""
     events = events[events["event_type"].isin(view.event_types)].copy()
+    if view.expressions_text:
+        events = with_expressions(events, view)
     events["window_start"] = events["occurred_at"].dt.floor(f"{view.grain_seconds}s")
     events = events[(events["window_start"] >= start.replace(tzinfo=None))
                     & (events["window_start"] < end.replace(tzinfo=None))]
@@ -55,6 +154,8 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
         row = dict(zip(["window_start", *view.dimensions], key, strict=True))
         for m in view.measures:
             values = group if not m.event_types else group[group["event_type"].isin(m.event_types)]
+            if m.filter:
+                values = values[values[f"_counted_{m.name}"]]
             column = values[m.column] if m.column else values["event_id"]
             if m.kind == "approx_percentile":
                 present = [float(value) for value in column.dropna()]

@@ -99,11 +99,12 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
     return {
         "name": view.name, "description": view.description, "grain": view.grain,
         "lateness": view.lateness, "event_types": view.event_types,
-        "dimensions": view.dimensions,
+        "dimensions": view.dimensions, "filter": view.filter, "columns": view.columns,
         "measures": [{
             "name": m.name, "kind": m.kind, "column": m.column, "event_types": m.event_types,
-            "percentile": m.percentile, "exact_in_speed_layer": m.exact_in_speed_layer,
-            "speed_layer_rsd": None, "speed_layer_rank_error": None,
+            "percentile": m.percentile, "filter": m.filter,
+            "exact_in_speed_layer": m.exact_in_speed_layer, "speed_layer_rsd": None,
+            "speed_layer_rank_error": None, "speed_layer_relative_error": None,
             **m.measure_kind.stated_error(view),
         } for m in view.measures],
     }

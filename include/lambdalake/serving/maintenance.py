@@ -143,22 +143,22 @@ def stale_layers(settings: Settings, view: ViewDefinition, high_water_mark: date
 
 def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str, Any]]:
     """Per key and measure, batch (``b_``) vs real-time (``r_``; ``p_``: the partial of a
-    sketched measure), for windows both layers hold and closed."""
+    serialized measure), for windows both layers hold and closed."""
     view = snapshot.view
     if snapshot.batch_rows is None or snapshot.realtime_rows is None:
         return []
     key = ", ".join(quoted(c) for c in view.key)
     measures = ", ".join(f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, "
                          f"r.{quoted(m.name)} AS {quoted('r_' + m.name)}" for m in view.measures)
-    sketched = [m.name for m in view.measures if m.measure_kind.sketched]
-    partials = "".join(f", p.{quoted(name)} AS {quoted('p_' + name)}" for name in sketched)
-    join_partials = f" LEFT JOIN realtime_partials p USING ({key})" if sketched else ""
+    serialized = [m.name for m in view.measures if m.measure_kind.serialized]
+    partials = "".join(f", p.{quoted(name)} AS {quoted('p_' + name)}" for name in serialized)
+    join_partials = f" LEFT JOIN realtime_partials p USING ({key})" if serialized else ""
     dimensions = ", ".join(f"{quoted(d)} := coalesce(b.{quoted(d)}, r.{quoted(d)})"
                            for d in view.dimensions)
     with sql_cursor() as connection:
         connection.register("batch_rows", snapshot.batch_rows)
         connection.register("realtime_rows", snapshot.realtime_rows)
-        if sketched:
+        if serialized:
             connection.register("realtime_partials", snapshot.realtime_partials)
         cursor = connection.execute(
             f"WITH r AS (SELECT * FROM realtime_rows WHERE window_start < $mark "

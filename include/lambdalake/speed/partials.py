@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.views.definition import Measure, ViewDefinition
+from lambdalake.views.expressions import evaluate_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,9 +36,9 @@ _NEWEST = ("window_end", "batch_id", "shard", "updated_at")
 """Bookkeeping columns: a merged row keeps the newest value of each."""
 
 
-def sketched_measures(view: ViewDefinition) -> list[Measure]:
-    """The measures whose partials are sketches (distinct counts, percentiles)."""
-    return [m for m in view.measures if m.measure_kind.sketched]
+def serialized_measures(view: ViewDefinition) -> list[Measure]:
+    """The measures whose partials are serialized (sketches, moments)."""
+    return [m for m in view.measures if m.measure_kind.serialized]
 
 
 def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
@@ -45,14 +46,20 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     events): a row per key the batch touched, with the schema of the view's real-time table.
 
     This is ``aggregate`` (``lambdalake.views.aggregate``) read on Arrow: the same window,
-    event types, dimensions and measure filters, with a sketched kind's values kept as its
-    sketch. The speed layer aggregates a micro-batch here rather than with a Spark job per
-    view, which cost more than the aggregation itself.
+    event types, derived columns, filters, dimensions and measure filters, with a
+    serialized kind's values kept as its partial (a sketch, or moments). The speed layer
+    aggregates a micro-batch here rather than with a Spark job per view, which cost more
+    than the aggregation itself.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     events = events.filter(pc.is_in(events["event_type"], pa.array(view.event_types)))
+    expressions = view.expressions
+    for name, expression in expressions.columns.items():
+        events = events.append_column(name, evaluate_arrow(expression, events))
+    if expressions.filter is not None:
+        events = events.filter(evaluate_arrow(expressions.filter, events))  # null: dropped
     # epoch-aligned tumbling windows, as Spark's ``window``: floor the UTC instant
     instant = events[view.event_time].cast(pa.timestamp("us"))
     window_start = pc.floor_temporal(instant, multiple=view.grain_seconds, unit="second")
@@ -64,6 +71,10 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
         if measure.event_types:
             counted = pc.is_in(events["event_type"], pa.array(measure.event_types))
             value = pc.if_else(counted, value, pa.scalar(None, value.type))
+        condition = expressions.measure_filters.get(measure.name)
+        if condition is not None:
+            value = pc.if_else(evaluate_arrow(condition, events), value,
+                               pa.scalar(None, value.type))
         columns[measure.name] = value
     aggregations = [(m.name, m.measure_kind.micro_batch) for m in view.measures]
     grouped = pa.table(columns).group_by(view.key, use_threads=False).aggregate(aggregations)
@@ -77,7 +88,7 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     for measure in view.measures:
         kind = measure.measure_kind
         combined = grouped.column(f"{measure.name}_{kind.micro_batch}")
-        if kind.sketched:
+        if kind.serialized:
             combined = pa.array([kind.sketch(values, view, measure)
                                  for values in combined.to_pylist()], pa.binary())
         result[measure.name] = combined
@@ -97,7 +108,7 @@ def merge_partials(rows: pa.Table, view: ViewDefinition) -> pa.Table:
     grouped = rows.group_by(view.key, use_threads=False).aggregate(aggregations)
     columns = {name: grouped.column(f"{name}_{function}") for name, function in aggregations}
     columns |= {name: grouped.column(name) for name in view.key}
-    for measure in sketched_measures(view):
+    for measure in serialized_measures(view):
         kind = measure.measure_kind
         columns[measure.name] = pa.array(
             [kind.union(partials, view, measure) for partials in columns[measure.name].to_pylist()],
@@ -111,7 +122,7 @@ def with_estimates(rows: pa.Table, view: ViewDefinition) -> pa.Table:
     """``rows`` with each sketch replaced by its estimate (the kind's final value)."""
     import pyarrow as pa
 
-    for measure in sketched_measures(view):
+    for measure in serialized_measures(view):
         kind = measure.measure_kind
         index = rows.schema.get_field_index(measure.name)
         final_type = kind.final_type(rows.schema.field(index).type)

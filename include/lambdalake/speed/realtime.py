@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.delta_rs import FollowedTable, arrow_filesystem, delta_rs_uri
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import merge_partials, sketched_measures, with_estimates
+from lambdalake.speed.partials import merge_partials, serialized_measures, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
 WRITER_COLUMNS = ("batch_id", "shard")
@@ -138,11 +138,12 @@ class RealtimeTable:
         if table is None:
             return None
         types = {f.name: getattr(f.type, "type", None) for f in table.schema().fields}
-        unsketched = [m.name for m in sketched_measures(self.view) if types.get(m.name) != "binary"]
-        if not unsketched:
+        unserialized = [m.name for m in serialized_measures(self.view)
+                        if types.get(m.name) != "binary"]
+        if not unserialized:
             return None
         return (f"{realtime_table(self.view)} was written by an earlier speed layer "
-                f"({', '.join(unsketched)} are numbers, not sketches): stop the stack and run "
+                f"({', '.join(unserialized)} are numbers, not sketches): stop the stack and run "
                 "`lambdalake speed reset`, which rebuilds the real-time views from Kafka")
 
     def collapse(self, closed_before: datetime) -> int:

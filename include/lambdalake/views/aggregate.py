@@ -1,11 +1,12 @@
 """A view's aggregation in Spark: the batch layer's exact computation.
 
-``aggregate(events, view)`` reads the definition (window, event types, dimensions,
-measures and their filters) and nothing else. The speed layer reads the same definition
+``aggregate(events, view)`` reads the definition (window, event types, derived columns,
+filters, dimensions, measures) and nothing else. The speed layer reads the same definition
 on Arrow, one micro-batch at a time (``lambdalake.speed.partials.partials_of``), where a
-distinct count is a HyperLogLog sketch instead of a count and a percentile a KLL
-sketch (``lambdalake.views.measures``); the convergence tests hold the
-two to the same answers.
+distinct count is a HyperLogLog sketch instead of a count, a percentile a KLL sketch and a
+mean its moments (``lambdalake.views.measures``); expressions compile from one typed tree
+for both (``lambdalake.views.expressions``), and the convergence tests hold the two to the
+same answers.
 """
 
 from __future__ import annotations
@@ -13,14 +14,41 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lambdalake.views.definition import Measure, ViewDefinition
+from lambdalake.views.expressions import to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
-def measure_column(measure: Measure) -> Column:
-    """The aggregate expression of one measure (its event-type filter applied)."""
-    return measure.measure_kind.batch_aggregate(measure).alias(measure.name)
+def value_column(measure: Measure) -> str:
+    """The column of the values ``measure`` aggregates, while the view aggregates."""
+    return f"_value_{measure.name}"
+
+
+def measured_values(view: ViewDefinition, measure: Measure) -> Column:
+    """The values ``measure`` aggregates: its column (1 per event for a count), null for
+    the events its ``event_types`` or its ``filter`` leave out."""
+    from pyspark.sql import functions as F
+
+    value = F.lit(1) if measure.column is None else F.col(measure.column)
+    if measure.event_types:
+        value = F.when(F.col("event_type").isin(measure.event_types), value)
+    condition = view.expressions.measure_filters.get(measure.name)
+    if condition is not None:
+        value = F.when(to_spark(condition), value)
+    return value
+
+
+def filtered_events(events: DataFrame, view: ViewDefinition) -> DataFrame:
+    """The events ``view`` reads, with its derived columns, passing its filter."""
+    from pyspark.sql import functions as F
+
+    events = events.where(F.col("event_type").isin(view.event_types))
+    for name, expression in view.expressions.columns.items():
+        events = events.withColumn(name, to_spark(expression))
+    if view.expressions.filter is not None:
+        events = events.where(to_spark(view.expressions.filter))
+    return events
 
 
 def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:
@@ -28,10 +56,13 @@ def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:
     from pyspark.sql import functions as F
 
     window = F.window(F.col(view.event_time), f"{view.grain_seconds} seconds")
+    measured = filtered_events(events, view).withColumns(
+        {value_column(m): measured_values(view, m) for m in view.measures})
+    types = dict(measured.dtypes)
     return (
-        events.where(F.col("event_type").isin(view.event_types))
-        .groupBy(window.alias("window"), *view.dimensions)
-        .agg(*(measure_column(m) for m in view.measures))
+        measured.groupBy(window.alias("window"), *view.dimensions)
+        .agg(*(m.measure_kind.batch_aggregate(m, value_column(m), types[value_column(m)])
+               .alias(m.name) for m in view.measures))
         .select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),

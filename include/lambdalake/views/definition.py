@@ -24,21 +24,23 @@ gets ``UNKNOWN_MEMBER``. Joins are checked against the entity contracts.
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 
 from lambdalake.settings import PROJECT_ROOT
 from lambdalake.timeutil import duration_seconds
+from lambdalake.views.expressions import TIMESTAMP, Expression, ExpressionError, SqlType, typed
 from lambdalake.views.measures import MEASURE_KINDS, MeasureKind, quantile_rank_error
 
 if TYPE_CHECKING:
     from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, FieldRule
 
 VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
-_NUMERIC_SPARK_TYPES = ("BIGINT", "DOUBLE", "DECIMAL")
 
 
 class ViewError(ValueError):
@@ -55,6 +57,9 @@ class Measure(BaseModel):
         None, description="count only these event types (default: all the view reads)"
     )
     percentile: float | None = Field(None, description="approx_percentile: which, in (0, 1)")
+    filter: str | None = Field(
+        None, description="aggregate only the events this SQL condition holds for "
+        "(``lambdalake.views.expressions``)")
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> Measure:
@@ -102,6 +107,12 @@ class ViewDefinition(BaseModel):
     dimensions: list[str]
     measures: list[Measure] = Field(min_length=1)
     joins: list[Join] = Field(default_factory=list)
+    filter: str | None = Field(
+        None, description="read only the events this SQL condition holds for")
+    columns: dict[str, str] = Field(
+        default_factory=dict, description="derived columns: name -> SQL expression over the "
+        "events' columns, joined attributes and earlier derived columns; usable as "
+        "dimensions, measure columns and in filters")
     approx_distinct_rsd: float = Field(
         0.02, ge=0.001, lt=0.4,
         description="speed layer: bound on the relative standard error of distinct counts",
@@ -110,6 +121,16 @@ class ViewDefinition(BaseModel):
         200, ge=8, le=65535,
         description="speed layer: the KLL sketch's k for percentiles (rank error 1.33 % at 200)",
     )
+
+    _typed: ViewExpressions | None = PrivateAttr(None)
+
+    @field_validator("columns")
+    @classmethod
+    def _derived_names(cls, columns: dict[str, str]) -> dict[str, str]:
+        for name in columns:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+                raise ValueError(f"derived column {name!r}: lower case, digits and _")
+        return columns
 
     @field_validator("grain", "lateness")
     @classmethod
@@ -132,12 +153,29 @@ class ViewDefinition(BaseModel):
 
     @property
     def event_columns(self) -> list[str]:
-        """The event columns the view reads (join keys included, joined attributes not)."""
-        joined = set(self.joined_columns)
-        return list(dict.fromkeys([
-            self.event_time, *(j.key for j in self.joins),
-            *(c for c in self.dimensions if c not in joined),
-            *(m.column for m in self.measures if m.column and m.column not in joined)]))
+        """The event columns the view reads (join keys included; joined attributes and
+        derived columns not, but the columns their expressions read)."""
+        computed = {*self.joined_columns, *self.columns}
+        read = [self.event_time, *(j.key for j in self.joins), *self.dimensions,
+                *(m.column for m in self.measures if m.column)]
+        if self.expressions_text:
+            read += sorted({c for e in self.expressions.all() for c in e.columns})
+        return list(dict.fromkeys(c for c in read if c not in computed))
+
+    @property
+    def expressions_text(self) -> list[str]:
+        """Every SQL expression of the definition (filters and derived columns)."""
+        return [*([self.filter] if self.filter else []), *self.columns.values(),
+                *(m.filter for m in self.measures if m.filter)]
+
+    @property
+    def expressions(self) -> ViewExpressions:
+        """The definition's expressions, typed against the contracts (checked first with
+        the default contracts if ``check_against`` was not called)."""
+        if self._typed is None:
+            self.check_against(_default_contracts())
+        assert self._typed is not None
+        return self._typed
 
     @property
     def key(self) -> list[str]:
@@ -177,8 +215,14 @@ class ViewDefinition(BaseModel):
         if self.joins:
             problems += self._join_problems(fields, entities)
             fields = {**fields, **self._joined_fields(entities)}
+        types = {name: SqlType.of(rule.spark_type) for name, rule in fields.items()}
+        if self.event_time in types:
+            types[self.event_time] = TIMESTAMP
+        typed_expressions, expression_problems = ViewExpressions.check(self, types)
+        problems += expression_problems
+        types |= {name: e.type for name, e in typed_expressions.columns.items()}
         for column in [self.event_time, *self.dimensions]:
-            if column not in fields:
+            if column not in types:
                 problems.append(f"column {column!r} is in none of {self.event_types}")
         for measure in self.measures:
             extra = set(measure.event_types or []) - set(self.event_types)
@@ -187,19 +231,18 @@ class ViewDefinition(BaseModel):
                                 "which the view does not read")
             if measure.column is None:
                 continue
-            rule = fields.get(measure.column)
-            if rule is None:
+            column_type = types.get(measure.column)
+            if column_type is None:
                 problems.append(f"measure {measure.name!r}: no column {measure.column!r}")
-            elif measure.measure_kind.numeric_column and not rule.spark_type.startswith(
-                _NUMERIC_SPARK_TYPES
-            ):
+            elif measure.measure_kind.numeric_column and not column_type.numeric:
                 problems.append(f"measure {measure.name!r}: {measure.kind} of "
-                                f"{rule.spark_type} column {measure.column!r}")
+                                f"{column_type.ddl} column {measure.column!r}")
         names = [m.name for m in self.measures]
         if len(set(names)) != len(names) or set(names) & set(self.key):
             problems.append("measure names must be unique and differ from the key columns")
         if problems:
             raise ViewError(f"view {self.name!r}: " + "; ".join(problems))
+        self._typed = typed_expressions
 
 
     def _join_problems(self, fields: dict[str, FieldRule],
@@ -241,6 +284,62 @@ class ViewDefinition(BaseModel):
                 for join in self.joins if join.entity in entities.entities
                 for attribute in join.attributes
                 if attribute in entities.latest(join.entity).fields}
+
+
+@dataclass(frozen=True)
+class ViewExpressions:
+    """A view's expressions, typed: its filter, its derived columns (in definition order),
+    and each measure's filter by measure name."""
+
+    filter: Expression | None = None
+    columns: dict[str, Expression] = field(default_factory=dict)
+    measure_filters: dict[str, Expression] = field(default_factory=dict)
+
+    def all(self) -> list[Expression]:
+        return [*([self.filter] if self.filter else []), *self.columns.values(),
+                *self.measure_filters.values()]
+
+    @classmethod
+    def check(cls, view: ViewDefinition, types: dict[str, SqlType]
+              ) -> tuple[ViewExpressions, list[str]]:
+        """The view's expressions typed against ``types`` (the columns its events have),
+        and the problems found, each naming the expression."""
+        problems: list[str] = []
+        known = dict(types)
+        columns: dict[str, Expression] = {}
+        for name, text in view.columns.items():
+            if name in known:
+                problems.append(f"derived column {name!r} would hide the column of that name")
+                continue
+            try:
+                columns[name] = typed(text, known)
+            except ExpressionError as error:
+                problems.append(f"derived column {name!r}: {error}")
+                continue
+            known[name] = columns[name].type
+
+        def condition(what: str, text: str) -> Expression | None:
+            try:
+                expression = typed(text, known)
+            except ExpressionError as error:
+                problems.append(f"{what}: {error}")
+                return None
+            if expression.type.name != "BOOLEAN":
+                problems.append(f"{what}: {text!r} is {expression.type.ddl}, not a condition")
+                return None
+            return expression
+
+        view_filter = condition("filter", view.filter) if view.filter else None
+        measure_filters = {m.name: e for m in view.measures if m.filter
+                           for e in [condition(f"measure {m.name!r} filter", m.filter)]
+                           if e is not None}
+        return cls(view_filter, columns, measure_filters), problems
+
+
+def _default_contracts() -> ContractRegistry:
+    from lambdalake.contracts.registry import ContractRegistry
+
+    return ContractRegistry()
 
 
 def view_names(directory: Path = VIEWS_DIR) -> list[str]:

@@ -1,8 +1,8 @@
 """The measure kinds: what each kind of measure means in every layer, defined once.
 
 A view's measures name a kind (``count``, ``sum``, ``min``, ``max``, ``distinct_count``,
-``approx_percentile``). Like Chronon's aggregators and Summingbird's monoids, a kind is one
-object that knows
+``approx_percentile``, ``avg``, ``variance``, ``stddev``). Like Chronon's aggregators and
+Summingbird's monoids, a kind is one object that knows
 
 * its **batch aggregate**: the exact Spark expression over an interval's events;
 * its **partial**: how one micro-batch's values aggregate on Arrow (``micro_batch``, then
@@ -26,7 +26,18 @@ False
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from decimal import (
+    MAX_EMAX,
+    MAX_PREC,
+    MIN_EMIN,
+    Context,
+    Decimal,
+    Inexact,
+    InvalidOperation,
+    localcontext,
+)
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
@@ -84,8 +95,9 @@ class MeasureKind:
     """The Arrow hash aggregation that combines partials (``list``: then ``union``)."""
 
     @property
-    def sketched(self) -> bool:
-        """Whether a partial is a serialized sketch (binary) rather than a value."""
+    def serialized(self) -> bool:
+        """Whether a partial is serialized bytes (a sketch, or a kind's moments) that
+        ``union`` combines, rather than a value Arrow combines."""
         return self.combine == "list"
 
     def problems(self, measure: MeasureSpec) -> list[str]:
@@ -93,11 +105,13 @@ class MeasureKind:
         return [] if measure.percentile is None else [
             f"measure {measure.name!r}: {self.name} takes no percentile"]
 
-    def batch_aggregate(self, measure: MeasureSpec) -> Column:
-        """The exact aggregate of ``measure`` (its event-type filter applied) in Spark."""
+    def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
+        """The exact aggregate in Spark of the column ``value`` (of Spark type
+        ``value_type``, as ``DataFrame.dtypes`` names it): the measure's values, null for
+        the events its filters leave out (``views.aggregate.measured_values``)."""
         from pyspark.sql import functions as F
 
-        aggregate: Column = getattr(F, self.spark_aggregate)(measured_value(measure))
+        aggregate: Column = getattr(F, self.spark_aggregate)(F.col(value))
         return aggregate
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
@@ -105,18 +119,18 @@ class MeasureKind:
         sketch is its serialized bytes."""
         import pyarrow as pa
 
-        return pa.binary() if self.sketched else value_type
+        return pa.binary() if self.serialized else value_type
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         """The type of the value a query shows."""
         return self.partial_type(value_type)
 
     def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
-        """A micro-batch's values as a partial (sketched kinds only)."""
+        """A micro-batch's values as a partial (serialized kinds only)."""
         raise NotImplementedError
 
     def union(self, partials: list[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
-        """Partials combined into one (sketched kinds only: the others combine on Arrow);
+        """Partials combined into one (serialized kinds only: the others combine on Arrow);
         absent partials are skipped, and a single one is itself."""
         present = [partial for partial in partials if partial is not None]
         if len(present) <= 1:
@@ -124,7 +138,7 @@ class MeasureKind:
         return self.merge(present, view)
 
     def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
-        """Two or more serialized sketches merged into one (sketched kinds only)."""
+        """Two or more serialized partials merged into one (serialized kinds only)."""
         raise NotImplementedError
 
     def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
@@ -149,7 +163,7 @@ class MeasureKind:
     def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
                    realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
         """Whether a closed window's real-time value (``partial``: its partial, for the
-        sketched kinds) agrees with the batch layer's exact value."""
+        serialized kinds) agrees with the batch layer's exact value."""
         return (realtime or 0.0) == (batch or 0.0)
 
     def short_of_batch(self, drift: float) -> bool:
@@ -285,17 +299,13 @@ class ApproxPercentile(MeasureKind):
             return [f"measure {measure.name!r}: {self.name} needs a percentile in (0, 1)"]
         return []
 
-    def batch_aggregate(self, measure: MeasureSpec) -> Column:
+    def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
         from pyspark.sql import functions as F
 
         # no DataFrame function for it: SQL's inverse distribution function, which skips
-        # nulls like every aggregate (the values the measure's event types filter out)
-        value = f"`{measure.column}`"
-        if measure.event_types:
-            types = ", ".join(f"'{event_type}'" for event_type in measure.event_types)
-            value = f"CASE WHEN event_type IN ({types}) THEN {value} END"
+        # nulls like every aggregate (the values the measure's filters leave out)
         return F.expr(f"percentile_disc({measure.percentile}) WITHIN GROUP "
-                      f"(ORDER BY CAST({value} AS DOUBLE))")
+                      f"(ORDER BY CAST(`{value}` AS DOUBLE))")
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         import pyarrow as pa
@@ -353,19 +363,181 @@ class ApproxPercentile(MeasureKind):
         return drift != 0  # dropped events may move a percentile either way
 
 
-def measured_value(measure: MeasureSpec) -> Column:
-    """The values ``measure`` aggregates: its column (1 per event for a count), null for
-    the events its ``event_types`` leave out."""
-    from pyspark.sql import functions as F
+class _Moments(MeasureKind):
+    """The kinds computed from a column's count, sum and sum of squares: the mean, the
+    sample variance and the sample standard deviation.
 
-    value = F.lit(1) if measure.column is None else F.col(measure.column)
-    if measure.event_types:
-        value = F.when(F.col("event_type").isin(measure.event_types), value)
-    return value
+    Both layers add the values exactly and round once, at the end, so a re-run gives the
+    same bits (a double's sum depends on the order of its additions, and Spark's order
+    between partitions is not fixed) and the layers agree to the last few bits. The batch
+    layer sums a DECIMAL or whole column in exact decimals, and adds a DOUBLE column's
+    values in sorted order (two passes: the mean, then the squared deviations), which holds
+    a group's values in memory. The speed layer's partial is the exact count, sum and sum
+    of squares (``pack_moments``): any values, any grouping, one answer."""
+
+    numeric_column = True
+    exact_in_speed_layer = False
+    micro_batch = "list"
+    combine = "list"
+    fewest_values: ClassVar[int] = 1
+
+    def partial_type(self, value_type: pa.DataType) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.binary()
+
+    def final_type(self, value_type: pa.DataType) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.float64()
+
+    def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
+        from pyspark.sql import functions as F
+
+        values = F.col(value)
+        if value_type in ("double", "float"):
+            ordered = F.array_sort(F.collect_list(values.cast("double")))
+            count = F.size(ordered)
+            mean = F.aggregate(ordered, F.lit(0.0), lambda total, x: total + x) / count
+            # the mean rides in the fold's state: a lambda reading ``mean`` itself would
+            # compute it again for every value
+            state = F.aggregate(
+                ordered, F.struct(mean.alias("mean"), F.lit(0.0).alias("squares")),
+                lambda s, x: F.struct(s["mean"].alias("mean"), (s["squares"] + (
+                    x - s["mean"]) * (x - s["mean"])).alias("squares")))
+            squares = state["squares"]
+        else:
+            exact = values if value_type.startswith("decimal") else values.cast("decimal(20,0)")
+            count = F.count(exact)
+            total = F.sum(exact)
+            mean = total.cast("double") / count
+            # n * sum(x^2) - sum(x)^2, exact in decimal, is n times the squared deviations
+            squares = ((count.cast("decimal(20,0)") * F.sum(exact * exact) - total * total)
+                       .cast("double") / count)
+        return F.when(count >= self.fewest_values, self.of_spark_moments(count, mean, squares))
+
+    def of_spark_moments(self, count: Column, mean: Column, squares: Column) -> Column:
+        """The kind's value in Spark, of ``count`` values with ``mean`` and sum of squared
+        deviations ``squares`` (``of_moments``, on columns)."""
+        raise NotImplementedError
+
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
+        present = [Decimal(value) for value in values if value is not None]  # exact, floats too
+        with localcontext(_EXACT):
+            return pack_moments(len(present), sum(present, Decimal(0)),
+                                sum((value * value for value in present), Decimal(0)))
+
+    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
+        parts = [unpack_moments(sketch) for sketch in sketches]
+        with localcontext(_EXACT):
+            return pack_moments(sum(p[0] for p in parts), sum((p[1] for p in parts), Decimal(0)),
+                                sum((p[2] for p in parts), Decimal(0)))
+
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
+        if partial is None:
+            return None
+        count, total, total_of_squares = unpack_moments(partial)
+        if count < self.fewest_values:
+            return None
+        with localcontext(_EXACT):  # rounded where the batch layer rounds: at the end
+            squares = float(count * total_of_squares - total * total) / count
+        return self.of_moments(count, float(total) / count, squares)
+
+    def of_moments(self, count: int, mean: float, squares: float) -> float:
+        """The kind's value of ``count`` values (at least ``fewest_values``) with ``mean``
+        and sum of squared deviations ``squares``."""
+        raise NotImplementedError
+
+    def stated_error(self, view: SketchSettings) -> dict[str, float]:
+        return {"speed_layer_relative_error": RELATIVE_ERROR}
+
+    def reconciliation_rule(self, view: SketchSettings) -> str:
+        return f"exact sums, rounded at the end: relative drift within {RELATIVE_ERROR}"
+
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
+                   realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
+        if batch is None or realtime is None:
+            return batch is None and realtime is None
+        return math.isclose(realtime, batch, rel_tol=RELATIVE_ERROR, abs_tol=RELATIVE_ERROR)
+
+    def short_of_batch(self, drift: float) -> bool:
+        return drift != 0  # dropped events may move a mean or a spread either way
+
+
+class Average(_Moments):
+    """The mean of a numeric column's values (null where there are none)."""
+
+    name = "avg"
+
+    def of_spark_moments(self, count: Column, mean: Column, squares: Column) -> Column:
+        return mean
+
+    def of_moments(self, count: int, mean: float, squares: float) -> float:
+        return mean
+
+
+class Variance(_Moments):
+    """The sample variance (n - 1; null for fewer than two values, as Spark's)."""
+
+    name = "variance"
+    fewest_values = 2
+
+    def bounds(self, column_bounds: Bounds) -> Bounds:
+        return 0, None
+
+    def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
+        return "a variance is non-negative"
+
+    def of_spark_moments(self, count: Column, mean: Column, squares: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.greatest(squares, F.lit(0.0)) / (count - 1)
+
+    def of_moments(self, count: int, mean: float, squares: float) -> float:
+        return max(squares, 0.0) / (count - 1)
+
+
+class StandardDeviation(Variance):
+    """The sample standard deviation: the square root of ``variance``."""
+
+    name = "stddev"
+
+    def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
+        return "a standard deviation is non-negative"
+
+    def of_spark_moments(self, count: Column, mean: Column, squares: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.sqrt(super().of_spark_moments(count, mean, squares))
+
+    def of_moments(self, count: int, mean: float, squares: float) -> float:
+        return math.sqrt(super().of_moments(count, mean, squares))
+
+
+RELATIVE_ERROR = 1e-9
+"""How far the speed layer's mean, variance or standard deviation may be from the batch
+layer's, relative to it. Of a DECIMAL or whole column both are exact until rounded (a few
+units in the last place apart); of a DOUBLE column the batch layer's sum in sorted order
+rounds at each step: within this unless the values' spread is below a millionth of their
+mean."""
+
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, InvalidOperation])
+"""Decimal arithmetic that never rounds (and says so if it would)."""
+
+
+def pack_moments(count: int, total: Decimal, total_of_squares: Decimal) -> bytes:
+    """A moments partial: the count, the exact sum and the exact sum of squares, as text."""
+    return f"{count} {total} {total_of_squares}".encode()
+
+
+def unpack_moments(partial: bytes) -> tuple[int, Decimal, Decimal]:
+    count, total, total_of_squares = partial.decode().split()
+    return int(count), Decimal(total), Decimal(total_of_squares)
 
 
 MEASURE_KINDS: dict[str, MeasureKind] = {kind.name: kind for kind in (
-    Count(), Sum(), Minimum(), Maximum(), DistinctCount(), ApproxPercentile())}
+    Count(), Sum(), Minimum(), Maximum(), DistinctCount(), ApproxPercentile(), Average(),
+    Variance(), StandardDeviation())}
 """Every measure kind by name: what a view definition's ``kind`` may say."""
 
 

@@ -23,8 +23,8 @@ END = START + timedelta(hours=1)
 def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
     plan = plan_batch_run({}, START, END, "scheduled__x")
     assert (plan.start, plan.end, plan.full_reprocess) == (START, END, False)
-    assert plan.views == ["funnel", "page_traffic", "page_traffic_by_segment", "product_sales",
-                          "product_sales_by_category"]
+    assert plan.views == ["funnel", "order_value", "page_traffic", "page_traffic_by_segment",
+                          "product_sales", "product_sales_by_category"]
     assert plan.interval_args == ["--start", "2026-11-20T10:00:00Z", "--end", "2026-11-20T11:00:00Z"]
     assert BatchPlan.from_xcom(plan.to_xcom()) == plan
     assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness

@@ -63,7 +63,7 @@ def test_rows_at_or_before_the_watermark_are_late_and_counted_per_view(
     # page_traffic reads page views, product_sales purchases, funnel both (and carts)
     assert status["dropped_by_watermark_total"] == {
         "page_traffic": 1, "page_traffic_by_segment": 1, "product_sales": 1,
-        "product_sales_by_category": 1, "funnel": 2}
+        "product_sales_by_category": 1, "order_value": 1, "funnel": 2}
 
 
 def test_a_replayed_batch_counts_what_its_first_attempt_counted(

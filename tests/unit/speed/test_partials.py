@@ -6,6 +6,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -14,7 +15,7 @@ from lambdalake.speed.partials import merge_partials, partials_of, with_estimate
 from lambdalake.speed.stream import queries_of, query_name
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import estimate, sketch_of
-from tests.support.ground_truth import percentile_disc, rank_admits
+from tests.support.ground_truth import expected_view, percentile_disc, rank_admits, same_value
 
 TS = pa.timestamp("us", tz="UTC")
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -188,6 +189,34 @@ def test_partials_of_micro_batches_combine_to_the_views_exact_values(
             else:
                 tolerance = view.distinct_tolerance(want[measure.name], 3)
                 assert abs(got[measure.name] - want[measure.name]) <= tolerance, (key, measure.name)
+
+
+def test_partials_of_a_view_with_expressions_combine_to_the_truth(
+    views: dict[str, ViewDefinition],
+) -> None:
+    """order_value: a filter, a derived dimension, a derived measure input, a measure
+    filter, averages and a spread, against the definition's SQL run by DuckDB."""
+    view = views["order_value"]
+    events = generated_events(6000)
+    partials = pa.concat_tables(partials_of(as_batch(events[i:i + 1000]), view)
+                                for i in range(0, len(events), 1000))
+    merged = with_estimates(merge_partials(partials, view), view)
+    actual = {(row["window_start"], *(row[d] for d in view.dimensions)): row
+              for row in merged.to_pylist()}
+    frame = pd.DataFrame(events).assign(
+        occurred_at=lambda f: pd.to_datetime(f["occurred_at"], utc=True).dt.tz_localize(None))
+    truth = expected_view(frame, view, HOUR - timedelta(hours=1), HOUR + timedelta(hours=3))
+    expected = {(row["window_start"].to_pydatetime().replace(tzinfo=UTC),
+                 *(row[d] for d in view.dimensions)): row for row in truth.to_dict("records")}
+    assert actual.keys() == expected.keys()
+    assert {key[2] for key in expected} == {"small", "medium", "large"}
+    purchases = frame[frame["event_type"] == "purchase"]
+    assert 0 < len(purchases) - sum(row["orders"] for row in expected.values()) == (
+        purchases["amount"] < 10).sum()  # the view's filter left these out
+    for key, want in expected.items():
+        for measure in view.measures:
+            assert same_value(measure.kind, want[measure.name], actual[key][measure.name]), (
+                key, measure.name, want[measure.name], actual[key][measure.name])
 
 
 def test_partials_have_the_real_time_tables_schema(views: dict[str, ViewDefinition]) -> None:

@@ -10,7 +10,7 @@ from lambdalake.views.definition import VIEWS_DIR, ViewError, load_views
 def test_the_default_views_load_and_check_against_the_contracts() -> None:
     views = load_views()
     assert set(views) == {"page_traffic", "product_sales", "funnel", "page_traffic_by_segment",
-                          "product_sales_by_category"}
+                          "product_sales_by_category", "order_value"}
     assert views["page_traffic"].grain_seconds == 3600
     assert views["page_traffic"].lateness_seconds == 600
     assert views["product_sales"].key == ["window_start", "product_id", "currency"]

@@ -4,9 +4,13 @@ reconciliation."""
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,7 +21,7 @@ from lambdalake.serving.api import describe_view
 from lambdalake.serving.maintenance import judge
 from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
 from lambdalake.views.definition import Measure, ViewDefinition, load_views
-from lambdalake.views.measures import MEASURE_KINDS
+from lambdalake.views.measures import MEASURE_KINDS, RELATIVE_ERROR
 from tests.support.ground_truth import percentile_disc, rank_admits
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -43,7 +47,7 @@ def purchases(amounts: list[Decimal], product: str = "p1") -> pa.Table:
 
 def test_every_kind_is_registered_under_its_own_name() -> None:
     assert set(MEASURE_KINDS) == {"count", "sum", "min", "max", "distinct_count",
-                                  "approx_percentile"}
+                                  "approx_percentile", "avg", "variance", "stddev"}
     assert all(kind.name == name for name, kind in MEASURE_KINDS.items())
 
 
@@ -134,3 +138,57 @@ def test_percentiles_are_bounded_like_their_column_and_described_with_their_erro
     assert described["p95_order"]["speed_layer_rank_error"] == product_sales.quantile_rank_error
     assert described["p95_order"]["exact_in_speed_layer"] is False
     assert described["orders"]["speed_layer_rank_error"] is None
+
+
+MOMENT_KINDS = {"avg": statistics.fmean, "variance": statistics.variance,
+                "stddev": statistics.stdev}
+"""The moment kinds, and the exact value of each by Python's ``statistics`` (fractions)."""
+
+
+UNUSED: Any = None
+"""The view and measure a moment kind's partial does not depend on."""
+
+
+def moments_of(values: list[float | None]) -> bytes:
+    return MEASURE_KINDS["avg"].sketch(values, UNUSED, UNUSED)
+
+
+@pytest.mark.parametrize("kind", sorted(MOMENT_KINDS))
+def test_moment_partials_combine_in_any_grouping_to_the_exact_statistic(kind: str) -> None:
+    """Associative, commutative, with the empty partial as identity: micro-batches of any
+    size, merged in any order and grouping, give the statistic of all values."""
+    measure_kind = MEASURE_KINDS[kind]
+    generator = random.Random(11)
+    values = [generator.choice([None, round(generator.lognormvariate(3, 1.5), 2)])
+              for _ in range(3_000)]
+    present = [Decimal(str(v)) for v in values if v is not None]
+    exact = float(MOMENT_KINDS[kind]([Fraction(v) for v in present]))
+    cuts = sorted(generator.sample(range(1, len(values)), 40))
+    batches = [values[a:b] for a, b in zip([0, *cuts], [*cuts, len(values)], strict=True)]
+    partials = [moments_of(batch) for batch in batches] + [moments_of([]), moments_of([None])]
+    for _ in range(5):
+        generator.shuffle(partials)
+        middle = generator.randrange(1, len(partials))
+        grouped = measure_kind.merge([measure_kind.merge(partials[:middle], UNUSED),
+                                      measure_kind.merge(partials[middle:], UNUSED)], UNUSED)
+        answer = measure_kind.final(grouped, UNUSED, UNUSED)
+        assert math.isclose(answer, exact, rel_tol=RELATIVE_ERROR), (kind, answer, exact)
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([], {"avg": None, "variance": None, "stddev": None}),
+    ([None, None], {"avg": None, "variance": None, "stddev": None}),
+    ([4.5], {"avg": 4.5, "variance": None, "stddev": None}),  # Spark's var_samp of one value
+    ([2.0, 2.0, 2.0], {"avg": 2.0, "variance": 0.0, "stddev": 0.0}),
+])
+def test_moments_of_few_values_are_what_spark_answers(values: list, expected: dict) -> None:
+    for kind, answer in expected.items():
+        assert MEASURE_KINDS[kind].final(moments_of(values), UNUSED, UNUSED) == answer
+
+
+def test_a_moment_reconciles_within_the_stated_relative_error_and_not_beyond() -> None:
+    average = MEASURE_KINDS["avg"]
+    assert average.reconciles(UNUSED, UNUSED, 100.0, 100.0 * (1 + RELATIVE_ERROR / 2), None, 3)
+    assert not average.reconciles(UNUSED, UNUSED, 100.0, 100.0 * (1 + 10 * RELATIVE_ERROR),
+                                  None, 3)
+    assert not average.reconciles(UNUSED, UNUSED, 100.0, None, None, 3)

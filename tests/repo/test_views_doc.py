@@ -1,0 +1,38 @@
+"""docs/views.md shows what the platform does: its example is the shipped view, every
+expression it names as refused is refused, and every test file it names exists."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from lambdalake.settings import PROJECT_ROOT
+from lambdalake.views.definition import VIEWS_DIR
+from lambdalake.views.expressions import ExpressionError, SqlType, typed
+
+PAGE = (PROJECT_ROOT / "docs" / "views.md").read_text()
+COLUMNS = {"amount": SqlType.of("DECIMAL(18,2)"), "quantity": SqlType.of("BIGINT"),
+           "currency": SqlType.of("STRING"), "paid": SqlType.of("BOOLEAN")}
+
+
+def test_the_example_is_the_shipped_view() -> None:
+    example = PAGE.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert example.startswith("# schemas/views/order_value.yaml (shipped)")
+    assert yaml.safe_load(example) == yaml.safe_load((VIEWS_DIR / "order_value.yaml").read_text())
+
+
+@pytest.mark.parametrize("text", ["currency + 1", "paid AND quantity", "SUM(amount)", "RAND()",
+                                  "NOW()", "CURRENT_TIMESTAMP", "e.amount",
+                                  "ROUND(amount / quantity, 2)"])
+def test_what_the_page_says_is_refused_is_refused(text: str) -> None:
+    assert text.split("(")[0] in PAGE
+    with pytest.raises(ExpressionError):
+        typed(text, COLUMNS)
+
+
+def test_every_test_file_the_page_names_exists() -> None:
+    named = set(re.findall(r"`(tests/[\w/]+\.py)`", PAGE))
+    assert len(named) >= 6
+    assert [path for path in sorted(named) if not (PROJECT_ROOT / path).is_file()] == []
