@@ -69,11 +69,16 @@ class _Typer:
         typed_node: Node = handler(self, tree)
         return typed_node
 
-    def boolean(self, tree: exp.Expression) -> Node:
+    def of_type(self, tree: exp.Expression, wanted: SqlType) -> Node:
+        """The node of ``tree`` as ``wanted``; a bare NULL is one of any type."""
         node = self.node(tree)
-        if node.type not in (BOOLEAN, NULL):
-            raise ExpressionError(f"{tree.sql(dialect='spark')} is {node.type.ddl}, not BOOLEAN")
-        return cast(node, BOOLEAN)
+        if node.type not in (wanted, NULL):
+            raise ExpressionError(
+                f"{tree.sql(dialect='spark')} is {node.type.ddl}, not {wanted.ddl}")
+        return cast(node, wanted)
+
+    def boolean(self, tree: exp.Expression) -> Node:
+        return self.of_type(tree, BOOLEAN)
 
     def numeric(self, tree: exp.Expression) -> Node:
         node = self.node(tree)
@@ -203,10 +208,7 @@ class _Typer:
         return Node("lower" if isinstance(tree, exp.Lower) else "upper", STRING, (value,))
 
     def string(self, tree: exp.Expression) -> Node:
-        node = self.node(tree)
-        if node.type not in (STRING, NULL):
-            raise ExpressionError(f"{tree.sql(dialect='spark')} is {node.type.ddl}, not STRING")
-        return cast(node, STRING)
+        return self.of_type(tree, STRING)
 
     def substring(self, tree: exp.Substring) -> Node:
         value = self.string(tree.this)
