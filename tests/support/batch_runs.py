@@ -26,6 +26,7 @@ def stage_and_promote(
     the run's ``publish`` does once its gate passed; the staging tables are removed."""
     written = stage_views(spark, settings, views, start, end, run_id, bronze_version)
     names = [w.view for w in written]
-    versions = promote_run(settings, run_id, start, end, names)
+    versions = promote_run(settings, run_id, start, end,
+                           {w.view: w.bronze_version for w in written})
     discard_run(settings, run_id, start, end, names)
     return [dataclasses.replace(w, view_version=versions[w.view]) for w in written]

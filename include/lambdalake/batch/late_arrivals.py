@@ -104,7 +104,8 @@ class Waiting:
 def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, int]:
     """Every published window of ``view`` with the bronze version its slice read: the
     smallest lineage version among the window's rows in the current view table, or, for a
-    window without rows, that of the newest publication covering it. The lineage comes
+    window without rows, the newest bronze version a publication covering it read (a
+    publish never replaces what a newer one published: ``staging.promote``). The lineage comes
     from the table's file statistics (view tables are partitioned by window), so no data
     file is read."""
     import pyarrow as pa
@@ -113,7 +114,8 @@ def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, i
 
     grain = timedelta(seconds=view.grain_seconds)
     versions: dict[datetime, int] = {}
-    for row in sorted(read_publications(settings), key=lambda r: r["published_at"]):
+    for row in sorted(read_publications(settings),
+                      key=lambda r: (r["bronze_version"], r["published_at"])):
         if row["view"] == view.name:
             window = row["interval_start"]
             while window < row["interval_end"]:

@@ -302,7 +302,8 @@ def carry_over(
                     "stay on the current version (`lambdalake quality --failed` lists why)")
             rejected.append(start)
             continue
-        promoted = promote(settings, view.name, start, end, staged, into_version)
+        promoted = promote(settings, view.name, start, end, staged, written.bronze_version,
+                           into_version)
         discard(staged)
         carried_from[start] = row["bronze_version"]
         carried.append(dataclasses.replace(written, view_version=promoted))

@@ -21,17 +21,25 @@ rows per window) and a staging table per view and run, removed once published.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
+import operator
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.delta_rs import arrow_filesystem, delta_rs_uri, table_exists
 from lambdalake.settings import Settings
+from lambdalake.timeutil import as_utc
 from lambdalake.views.catalog import current_version, physical_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR = "_staging"
 """Under the lake root: one staging table per view, run and interval."""
@@ -47,15 +55,27 @@ def staging_path(settings: Settings, view_name: str, run_id: str, start: datetim
     return settings.table_path(f"{STAGING_DIR}/{view_name}/{digest}")
 
 
-def interval_predicate(start: datetime, end: datetime) -> str:
-    """A view table's rows of [start, end), in SQL both delta-rs and Spark read."""
-    return (f"window_start >= '{start.astimezone(UTC).isoformat()}' AND "
-            f"window_start < '{end.astimezone(UTC).isoformat()}'")
+def interval_predicate(start: datetime, end: datetime,
+                       keep: Iterable[tuple[datetime, datetime | None]] = ()) -> str:
+    """A view table's rows of [start, end), in SQL both delta-rs and Spark read, but for
+    the windows ``keep`` names: a window start, with None, or a range [from, to)."""
+
+    def at_or_after(moment: datetime) -> str:
+        return f"window_start >= '{moment.astimezone(UTC).isoformat()}'"
+
+    def before(moment: datetime) -> str:
+        return f"window_start < '{moment.astimezone(UTC).isoformat()}'"
+
+    kept = [f"window_start = '{low.astimezone(UTC).isoformat()}'" if high is None
+            else f"({at_or_after(low)} AND {before(high)})" for low, high in keep]
+    return " AND ".join([at_or_after(start), before(end), *(f"NOT {k}" for k in kept)])
 
 
 def replace_interval(rows: pa.Table | pa.RecordBatchReader, path: str, start: datetime,
-                     end: datetime) -> None:
-    """One Delta commit that swaps the view table's rows in [start, end) for ``rows``."""
+                     end: datetime, keep: Iterable[tuple[datetime, datetime | None]] = ()
+                     ) -> None:
+    """One Delta commit that swaps the view table's rows in [start, end) for ``rows``, but
+    for the windows ``keep`` names (``interval_predicate``), whose rows stay."""
     from deltalake import DeltaTable, write_deltalake
 
     uri = delta_rs_uri(path)
@@ -67,25 +87,64 @@ def replace_interval(rows: pa.Table | pa.RecordBatchReader, path: str, start: da
     if not DeltaTable.is_deltatable(uri):
         DeltaTable.create(uri, schema=rows.schema, mode="ignore", partition_by=["window_start"])
     write_deltalake(uri, rows, mode="overwrite", partition_by=["window_start"],
-                    predicate=interval_predicate(start, end))
+                    predicate=interval_predicate(start, end, keep))
+
+
+def newer_windows(settings: Settings, view_name: str, path: str, start: datetime,
+                  end: datetime, bronze_version: int) -> list[tuple[datetime, datetime | None]]:
+    """The windows of [start, end) that the view table at ``path`` holds from a bronze
+    version newer than ``bronze_version`` (each start, with None), and the ranges of it a
+    publication from a newer version covers (windows it found no rows in): what a slice
+    computed from ``bronze_version`` must not replace."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    from lambdalake.batch.publication import read_publications
+
+    newer: list[tuple[datetime, datetime | None]] = [
+        (max(row["interval_start"], start), min(row["interval_end"], end))
+        for row in read_publications(settings)
+        if row["view"] == view_name and row["bronze_version"] > bronze_version
+        and row["interval_start"] < end and row["interval_end"] > start]
+    uri = delta_rs_uri(path)
+    if DeltaTable.is_deltatable(uri):
+        window, lineage = pc.field("window_start"), pc.field("bronze_version")
+        rows = DeltaTable(uri).to_pyarrow_dataset().to_table(
+            columns=["window_start", "bronze_version"],
+            filter=(window >= start) & (window < end) & (lineage > bronze_version))
+        newer += [(as_utc(moment, naive_is_utc=True), None)
+                  for moment in sorted(set(rows.column("window_start").to_pylist()))]
+    return newer
 
 
 def promote(settings: Settings, view_name: str, start: datetime, end: datetime,
-            staged: str, into_version: int | None = None) -> int:
-    """Copy the staged slice at ``staged`` into the view's table, replacing [start, end) in
-    one commit; return the view version it went into. By default that is the version
-    readers use, written again into the new one if a full reprocess switched readers
-    meanwhile (so no switch loses it); ``into_version`` names a version readers do not use
-    yet (a full reprocess carrying slices over before its switch). Promoting a slice again
-    (a retried publish) writes the same rows."""
+            staged: str, bronze_version: int, into_version: int | None = None) -> int:
+    """Copy the staged slice at ``staged`` (computed from ``bronze_version``) into the view's
+    table, replacing [start, end) in one commit; return the view version it went into. By
+    default that is the version readers use, written again into the new one if a full
+    reprocess switched readers meanwhile (so no switch loses it); ``into_version`` names a
+    version readers do not use yet (a full reprocess carrying slices over before its
+    switch). Promoting a slice again (a retried publish) writes the same rows; windows the
+    table holds from a newer bronze version stay as they are (``newer_windows``: a publish
+    retried after a later run of the interval published must not bring older rows back)."""
     from deltalake import DeltaTable
 
     staged_table = DeltaTable(delta_rs_uri(staged))
 
     def copy_into(version: int) -> None:
         path = settings.table_path(physical_table(view_name, version))
-        retry_on_conflict(lambda: replace_interval(
-            staged_table.to_pyarrow_dataset().scanner().to_reader(), path, start, end))
+
+        def write() -> None:
+            keep = newer_windows(settings, view_name, path, start, end, bronze_version)
+            if keep:
+                log.warning("%s: %d windows or ranges of [%s, %s) were published from a "
+                            "bronze version newer than %d, and keep those rows",
+                            view_name, len(keep), start, end, bronze_version)
+            rows = staged_table.to_pyarrow_dataset()
+            chosen = rows.scanner(filter=_outside(keep)) if keep else rows.scanner()
+            replace_interval(chosen.to_reader(), path, start, end, keep)
+
+        retry_on_conflict(write)
 
     if into_version is not None:
         copy_into(into_version)
@@ -95,6 +154,16 @@ def promote(settings: Settings, view_name: str, start: datetime, end: datetime,
         copy_into(version)
         if current_version(settings, view_name) == version:
             return version
+
+
+def _outside(keep: list[tuple[datetime, datetime | None]]) -> pc.Expression:
+    """A dataset filter: rows in none of the windows ``keep`` names."""
+    import pyarrow.compute as pc
+
+    window = pc.field("window_start")
+    inside = [(window == low) if high is None else ((window >= low) & (window < high))
+              for low, high in keep]
+    return ~functools.reduce(operator.or_, inside)
 
 
 def discard(path: str) -> None:
@@ -134,14 +203,16 @@ def discard_stale(settings: Settings, now: datetime | None = None) -> list[str]:
 
 
 def promote_run(settings: Settings, run_id: str, start: datetime, end: datetime,
-                views: list[str]) -> dict[str, int]:
-    """Promote every view's slice that ``run_id`` staged for [start, end); return the view
-    version each went into. A slice whose staging table is gone was promoted and published
-    by an earlier try of the same publish (its staging tables are removed last)."""
+                bronze_versions: dict[str, int]) -> dict[str, int]:
+    """Promote every view's slice that ``run_id`` staged for [start, end) (from the bronze
+    version ``bronze_versions`` names per view); return the view version each went into. A
+    slice whose staging table is gone was promoted and published by an earlier try of the
+    same publish (its staging tables are removed last)."""
     versions = {}
-    for view in views:
+    for view, bronze_version in bronze_versions.items():
         path = staging_path(settings, view, run_id, start, end)
-        versions[view] = (promote(settings, view, start, end, path) if table_exists(path)
+        versions[view] = (promote(settings, view, start, end, path, bronze_version)
+                          if table_exists(path)
                           else _published_version(settings, view, run_id, start, end))
     return versions
 

@@ -226,7 +226,8 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     else:
         assert plan.start is not None and plan.end is not None
         views = [w.view for w in slices]
-        versions = promote_run(settings, plan.run_id, plan.start, plan.end, views)
+        versions = promote_run(settings, plan.run_id, plan.start, plan.end,
+                               {w.view: w.bronze_version for w in slices})
         log_publications(settings, [
             Publication(w.view, plan.start, plan.end, versions[w.view], w.bronze_version,
                         plan.run_id)

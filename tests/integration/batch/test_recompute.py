@@ -134,7 +134,7 @@ def test_an_interval_with_more_events_than_the_step_may_collect_is_written_by_sp
         end = second + timedelta(hours=1)
         [written] = stage_views(spark, limited, [view], second, end, run_id)
         [commit] = DeltaTable(staging_path(limited, view.name, run_id, second, end)).history(1)
-        promote_run(limited, run_id, second, end, [view.name])
+        promote_run(limited, run_id, second, end, {view.name: written.bronze_version})
         return written.rows, commit
 
     rows, commit = recompute(10, "on-spark")  # more events and more rows than 10

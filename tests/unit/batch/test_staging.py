@@ -28,21 +28,24 @@ MIDNIGHT = datetime(2026, 11, 28, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def view_rows(hours: range, views: int, run_id: str) -> pa.Table:
+def view_rows(hours: range, views: int, run_id: str, bronze_version: int = 7) -> pa.Table:
     starts = [MIDNIGHT + h * HOUR for h in hours for _ in ("/a", "/b")]
     return pa.table({
         "window_start": pa.array(starts, pa.timestamp("us", tz="UTC")),
         "page": ["/a", "/b"] * len(hours),
         "views": pa.array([views] * len(starts), pa.int64()),
         "run_id": [run_id] * len(starts),
-        "bronze_version": pa.array([7] * len(starts), pa.int64()),
+        "bronze_version": pa.array([bronze_version] * len(starts), pa.int64()),
     })
 
 
-def stage(settings: Settings, hours: range, views: int, run_id: str) -> str:
-    path = staging_path(settings, "page_traffic", run_id, MIDNIGHT + hours[0] * HOUR,
-                        MIDNIGHT + (hours[-1] + 1) * HOUR)
-    write_deltalake(path, view_rows(hours, views, run_id), mode="overwrite",
+def stage(settings: Settings, hours: range, views: int, run_id: str, bronze_version: int = 7,
+          interval: range | None = None) -> str:
+    """Stage rows for ``hours`` as ``run_id``'s slice of ``interval`` (default: the hours)."""
+    interval = interval or hours
+    path = staging_path(settings, "page_traffic", run_id, MIDNIGHT + interval[0] * HOUR,
+                        MIDNIGHT + (interval[-1] + 1) * HOUR)
+    write_deltalake(path, view_rows(hours, views, run_id, bronze_version), mode="overwrite",
                     partition_by=["window_start"])
     return path
 
@@ -69,17 +72,17 @@ def test_a_staged_slice_is_served_only_once_promoted_and_replaces_its_interval_a
     settings: Settings,
 ) -> None:
     promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + 2 * HOUR,
-            stage(settings, range(2), views=1, run_id="first"))
+            stage(settings, range(2), views=1, run_id="first"), 7)
     staged = stage(settings, range(1, 2), views=5, run_id="rerun")
     assert {v for v, _ in served(settings).values()} == {1}  # staged: nobody sees it
     version = DeltaTable(current_table_path(settings, "page_traffic")).version()
-    assert promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged) == 1
+    assert promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged, 7) == 1
     table = DeltaTable(current_table_path(settings, "page_traffic"))
     assert table.version() == version + 1  # one commit
     expected = {(MIDNIGHT, "/a"): (1, "first"), (MIDNIGHT, "/b"): (1, "first"),
                 (MIDNIGHT + HOUR, "/a"): (5, "rerun"), (MIDNIGHT + HOUR, "/b"): (5, "rerun")}
     assert served(settings) == expected
-    promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged)  # a retry
+    promote(settings, "page_traffic", MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, staged, 7)  # a retry
     assert served(settings) == expected
 
 
@@ -87,7 +90,7 @@ def test_a_slice_promoted_into_a_version_readers_do_not_use_yet_stays_unseen(
     settings: Settings,
 ) -> None:
     staged = stage(settings, range(1), views=3, run_id="carried")
-    assert promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + HOUR, staged,
+    assert promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + HOUR, staged, 7,
                    into_version=2) == 2
     assert served(settings) == {}
     switch_version(settings, "page_traffic", 2, "reprocess")
@@ -98,10 +101,11 @@ def plan(run_id: str, start: datetime, end: datetime) -> BatchPlan:
     return BatchPlan(start, end, ["page_traffic"], False, run_id)
 
 
-def written(start: datetime, end: datetime, rows: int) -> list[dict[str, object]]:
+def written(start: datetime, end: datetime, rows: int, bronze_version: int = 7
+            ) -> list[dict[str, object]]:
     """What compute reports: the version readers used when it staged (a full reprocess may
     switch them before the publish), here one that is not the one it is published into."""
-    return [SliceWritten("page_traffic", start, end, rows, 7, 99, 0).to_xcom()]
+    return [SliceWritten("page_traffic", start, end, rows, bronze_version, 99, 0).to_xcom()]
 
 
 def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_nothing(
@@ -122,14 +126,35 @@ def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_noth
     assert len(served(settings)) == 4
 
 
+def test_a_publish_retried_after_a_newer_run_published_keeps_the_newer_rows(
+    make_settings: MakeSettings,
+) -> None:
+    """An old run staged hours 0-3 from bronze version 7 and its publish failed; a newer run
+    of hours 0-2, from version 9, published (its slice has no row in hour 2). Clearing the
+    old run's publish by hand then publishes only what nothing newer covers: hour 3."""
+    settings = make_settings(batch={"start_date": MIDNIGHT.date()})
+    old = plan("old", MIDNIGHT, MIDNIGHT + 4 * HOUR)
+    stage(settings, range(4), views=1, run_id="old")
+    stage(settings, range(2), views=5, run_id="new", bronze_version=9, interval=range(3))
+    publish(settings, plan("new", MIDNIGHT, MIDNIGHT + 3 * HOUR),
+            written(MIDNIGHT, MIDNIGHT + 3 * HOUR, 4, bronze_version=9))
+    newer = served(settings)
+    assert newer == {(MIDNIGHT + h * HOUR, page): (5, "new") for h in (0, 1) for page in ("/a", "/b")}
+    publish(settings, old, written(MIDNIGHT, MIDNIGHT + 4 * HOUR, 8))  # cleared hours later
+    assert served(settings) == newer | {
+        (MIDNIGHT + 3 * HOUR, page): (1, "old") for page in ("/a", "/b")}
+    assert sorted((r["run_id"], r["bronze_version"]) for r in read_publications(settings)) == [
+        ("new", 9), ("old", 7)]
+
+
 def test_publishing_a_slice_never_staged_fails_and_leaves_the_served_rows(
     settings: Settings,
 ) -> None:
     promote(settings, "page_traffic", MIDNIGHT, MIDNIGHT + HOUR,
-            stage(settings, range(1), views=1, run_id="first"))
+            stage(settings, range(1), views=1, run_id="first"), 7)
     before = served(settings)
     with pytest.raises(FileNotFoundError, match="clear its compute task"):
-        promote_run(settings, "lost", MIDNIGHT, MIDNIGHT + HOUR, ["page_traffic"])
+        promote_run(settings, "lost", MIDNIGHT, MIDNIGHT + HOUR, {"page_traffic": 7})
     assert served(settings) == before and read_publications(settings) == []
 
 
