@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -61,6 +63,55 @@ MEASURES = {
 """Each measure kind's exact value of a group's column (``approx_percentile``: its
 ``percentile_disc``, and the values, for checking a sketch's rank error)."""
 
+ORDERED_KINDS = {"first": (False, 1), "last": (True, 1), "first_k": (False, None),
+                 "last_k": (True, None)}
+"""The kinds that pick values by event order: newest first?, and how many (None: ``k``)."""
+KAFKA_ORDER = ["kafka_timestamp", "topic", "partition", "offset"]
+
+
+@dataclass(frozen=True)
+class TiedOrder:
+    """An ordered kind's truth where the events' Kafka order is not known (events from a
+    generator's manifest): the chosen events' times, and each time's values. An answer is
+    true if each of its values is one of an event of the time at its place, each event used
+    once: the layers break ties by Kafka order, which only the broker knows."""
+
+    times: tuple[Any, ...]
+    values_at: dict[Any, tuple[Any, ...]]
+
+    def admits(self, answer: Any, single: bool) -> bool:
+        answers = [answer] if single else list(answer)
+        if len(answers) != len(self.times):
+            return False
+        left = {time: [_exact(v) for v in values] for time, values in self.values_at.items()}
+        for time, value in zip(self.times, answers, strict=True):
+            if _exact(value) not in left[time]:
+                return False
+            left[time].remove(_exact(value))
+        return True
+
+
+def ordered_truth(kind: str, values: pd.DataFrame, column: str, k: int | None) -> Any:
+    """An ordered kind's exact value of a group's rows (``values``, with ``occurred_at``):
+    by event time, ties broken by Kafka order where the rows have it; a ``TiedOrder``
+    where they do not and times tie."""
+    newest, count = ORDERED_KINDS[kind]
+    count = count or k
+    present = values[values[column].notna()]
+    known = all(c in present.columns for c in KAFKA_ORDER)
+    order = ["occurred_at", *(KAFKA_ORDER if known else [])]
+    ranked = present.sort_values(order, ascending=not newest, kind="stable")
+    chosen = ranked.head(count)
+    single = ORDERED_KINDS[kind][1] == 1
+    events_at = present["occurred_at"].value_counts()
+    if known or (events_at[chosen["occurred_at"]] == 1).all():  # no tie to break
+        picked = list(chosen[column])
+        return (picked[0] if picked else None) if single else picked
+    times = tuple(chosen["occurred_at"])
+    return TiedOrder(times, {time: tuple(present.loc[present["occurred_at"] == time, column])
+                             for time in set(times)})
+
+
 DOUBLE_KINDS = ("avg", "variance", "stddev")
 """The kinds whose values are doubles that both layers sum in an order of their own."""
 
@@ -69,11 +120,26 @@ def same_value(kind: str, truth: Any, answer: Any, relative: float = 1e-10) -> b
     """Whether a layer's ``answer`` is the exact ``truth`` of a measure of ``kind``: equal,
     or for a double a layer added up in its own order, within ``relative`` of its size (the
     speed layer states 1e-9)."""
+    if isinstance(truth, TiedOrder):
+        return truth.admits(answer, single=ORDERED_KINDS[kind][1] == 1)
+    if kind in ("first_k", "last_k"):
+        return [_exact(v) for v in truth] == [_exact(v) for v in answer]
     if _missing(truth) or _missing(answer):
         return _missing(truth) and _missing(answer)
     if kind in DOUBLE_KINDS:
         return math.isclose(float(answer), float(truth), rel_tol=relative, abs_tol=relative)
-    return Decimal(str(answer)) == Decimal(str(truth))
+    return bool(_exact(answer) == _exact(truth))
+
+
+def _exact(value: Any) -> Any:
+    """A value as compared with another layer's: numbers exactly, as decimals; instants as
+    naive UTC; text as it is."""
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return Decimal(str(value))
+    if isinstance(value, datetime | pd.Timestamp):
+        moment = pd.Timestamp(value)
+        return (moment.tz_convert("UTC").tz_localize(None) if moment.tzinfo else moment)
+    return value
 
 
 def _missing(value: Any) -> bool:
@@ -161,6 +227,8 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
                 present = [float(value) for value in column.dropna()]
                 row[m.name] = percentile_disc(present, m.percentile)
                 row[f"{m.name}__values"] = present
+            elif m.kind in ORDERED_KINDS:
+                row[m.name] = ordered_truth(m.kind, values, m.column, m.k)
             else:
                 row[m.name] = MEASURES[m.kind](column)
         rows.append(row)

@@ -344,7 +344,9 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]],
             table = DeltaTable(uri, without_files=True)  # the log's app transactions only
             if table.transaction_version(once) is not None:
                 return table.version()
+        # merge: a table an earlier release created gains the columns added since
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=schema), mode="append",
+                        schema_mode="merge",
                         commit_properties=None if once is None else CommitProperties(
                             app_transactions=[Transaction(once, 0)]))
         return table_version(path)

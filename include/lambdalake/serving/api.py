@@ -102,7 +102,7 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
         "dimensions": view.dimensions, "filter": view.filter, "columns": view.columns,
         "measures": [{
             "name": m.name, "kind": m.kind, "column": m.column, "event_types": m.event_types,
-            "percentile": m.percentile, "filter": m.filter,
+            "percentile": m.percentile, "k": m.k, "filter": m.filter,
             "exact_in_speed_layer": m.exact_in_speed_layer, "speed_layer_rsd": None,
             "speed_layer_rank_error": None, "speed_layer_relative_error": None,
             **m.measure_kind.stated_error(view),

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -75,10 +76,13 @@ _SCHEMA = pa.schema([
     pa.field("measure", pa.string(), nullable=False),
     pa.field("batch_value", pa.float64()),
     pa.field("realtime_value", pa.float64()),
-    pa.field("absolute_drift", pa.float64(), nullable=False),
+    pa.field("absolute_drift", pa.float64(), nullable=False),  # NaN: not numbers
     pa.field("relative_drift", pa.float64()),
     pa.field("severity", pa.string(), nullable=False),
     pa.field("checked_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    # values that are not numbers (a first or last string, a list of values), as JSON
+    pa.field("batch_text", pa.string()),
+    pa.field("realtime_text", pa.string()),
 ])
 
 
@@ -150,7 +154,7 @@ def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str
     key = ", ".join(quoted(c) for c in view.key)
     measures = ", ".join(f"b.{quoted(m.name)} AS {quoted('b_' + m.name)}, "
                          f"r.{quoted(m.name)} AS {quoted('r_' + m.name)}" for m in view.measures)
-    serialized = [m.name for m in view.measures if m.measure_kind.serialized]
+    serialized = [m.name for m in view.measures if m.measure_kind.merged_by_kind]
     partials = "".join(f", p.{quoted(name)} AS {quoted('p_' + name)}" for name in serialized)
     join_partials = f" LEFT JOIN realtime_partials p USING ({key})" if serialized else ""
     dimensions = ", ".join(f"{quoted(d)} := coalesce(b.{quoted(d)}, r.{quoted(d)})"
@@ -198,13 +202,14 @@ def judge(
     for row in rows:
         for measure in view.measures:
             kind = measure.measure_kind
-            batch = _number(row[f"b_{measure.name}"])
-            realtime = _number(row[f"r_{measure.name}"])
+            batch = _comparable(row[f"b_{measure.name}"])
+            realtime = _comparable(row[f"r_{measure.name}"])
             if kind.reconciles(view, measure, batch, realtime, row.get(f"p_{measure.name}"),
                                tolerance_rsd):
                 continue
-            absolute = (realtime or 0.0) - (batch or 0.0)
-            relative = absolute / batch if batch else None
+            numbers = all(v is None or isinstance(v, float) for v in (batch, realtime))
+            absolute = (realtime or 0.0) - (batch or 0.0) if numbers else math.nan
+            relative = absolute / batch if numbers and batch else None
             severity = "critical"
             balanced = (row["window_start"], _others(view, row), measure.name) not in unbalanced
             if changed_members is not None and balanced and any(
@@ -216,8 +221,12 @@ def judge(
             drifts.append({
                 "view": view.name, "window_start": row["window_start"],
                 "dimensions": row["dimensions"], "measure": measure.name,
-                "batch_value": batch, "realtime_value": realtime, "absolute_drift": absolute,
-                "relative_drift": relative, "severity": severity, "checked_at": checked_at,
+                "batch_value": batch if numbers else None,
+                "realtime_value": realtime if numbers else None,
+                "absolute_drift": absolute, "relative_drift": relative,
+                "severity": severity, "checked_at": checked_at,
+                "batch_text": None if numbers else _json_text(batch),
+                "realtime_text": None if numbers else _json_text(realtime),
             })
     return drifts
 
@@ -256,6 +265,16 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _comparable(value: Any) -> Any:
+    """A measure's value as reconciliation compares it: a number as a float, anything
+    else (a string, an instant, a list of values) as it is."""
+    return float(value) if isinstance(value, int | float | Decimal) else value
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
+
+
 def gate_result(
     view: ViewDefinition, compared: list[dict[str, Any]], drifts: list[dict[str, Any]],
     late_rows_dropped: int, start: datetime, end: datetime, began: float,
@@ -276,8 +295,10 @@ def gate_result(
                 rule += (" (explained: members whose keys' reference data changed since the "
                          "window began; batch joins as of event time, the speed layer as of "
                          "processing time)")
-            samples = [{k: str(d[k]) for k in ("window_start", "dimensions", "batch_value",
-                                                "realtime_value")} for d in mine[:_SAMPLES]]
+            samples = [{"window_start": str(d["window_start"]), "dimensions": d["dimensions"],
+                        **{f"{layer}_value": str(d[f"{layer}_value"] if d[f"{layer}_text"] is None
+                                                 else d[f"{layer}_text"])
+                           for layer in ("batch", "realtime")}} for d in mine[:_SAMPLES]]
             outcomes[severity].append(ExpectationOutcome(
                 f"drift:{measure.name}" + (":explained" if severity == "explained" else ""),
                 "reconcile_realtime_with_batch", measure.name,

@@ -224,15 +224,22 @@ def json_columns(page: pa.Table) -> pa.Table:
     """The page with JSON's types, converted column by column in Arrow (not value by value in
     Python): windows as ISO-8601 UTC to the second, ``as_of`` to the millisecond, decimals as
     exact strings."""
-    converted = {}
-    for name, column in zip(page.column_names, page.columns, strict=True):
-        if pa.types.is_timestamp(column.type):
-            unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
-            column = pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
-        elif pa.types.is_decimal(column.type):
-            column = column.cast(pa.string())
-        converted[name] = column
-    return pa.table(converted)
+    return pa.table({name: _json_column(name, column)
+                     for name, column in zip(page.column_names, page.columns, strict=True)})
+
+
+def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """One column with JSON's types; a list's values too (``first_k``, ``last_k``)."""
+    if pa.types.is_timestamp(column.type):
+        unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
+        return pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
+    if pa.types.is_decimal(column.type):
+        return column.cast(pa.string())
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        values = _json_column(name, lists.values)
+        return type(lists).from_arrays(lists.offsets, values, mask=lists.is_null())
+    return column
 
 
 def describe(snapshot: ViewSnapshot) -> dict[str, Any]:

@@ -24,10 +24,11 @@ Spark job per view cost a quarter of a second each on two cores.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lambdalake.views.definition import Measure, ViewDefinition
 from lambdalake.views.expressions import evaluate_arrow
+from lambdalake.views.measures import ORDER
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,9 +37,43 @@ _NEWEST = ("window_end", "batch_id", "shard", "updated_at")
 """Bookkeeping columns: a merged row keeps the newest value of each."""
 
 
-def serialized_measures(view: ViewDefinition) -> list[Measure]:
-    """The measures whose partials are serialized (sketches, moments)."""
-    return [m for m in view.measures if m.measure_kind.serialized]
+def kind_merged_measures(view: ViewDefinition) -> list[Measure]:
+    """The measures whose partials their kind combines (sketches, moments, ordered
+    values), not Arrow."""
+    return [m for m in view.measures if m.measure_kind.merged_by_kind]
+
+
+def row_numbers(columns: dict[str, pa.Array | pa.ChunkedArray]) -> dict[str, pa.Array]:
+    """Each column's row numbers, null where its value is: what a hash aggregation lists in
+    place of values Arrow cannot list (structs, lists), which ``looked_up`` turns back."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return {name: pc.if_else(pc.is_null(column), pa.scalar(None, pa.int64()),
+                             pa.array(range(len(column)), pa.int64()))
+            for name, column in columns.items()}
+
+
+def looked_up(listed: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
+              ) -> list[list[Any]]:
+    """Each group's list of row numbers (``row_numbers``) as those rows' values."""
+    present = values.to_pylist()
+    return [[None if row is None else present[row] for row in rows]
+            for rows in listed.to_pylist()]
+
+
+def ordered_values(events: pa.Table, view: ViewDefinition, value: pa.Array) -> pa.Array:
+    """An ordered kind's values (``views.measures.ORDER``): each with its event's time and
+    Kafka coordinates, as the batch layer's struct (``views.aggregate.measured_values``);
+    null where the value is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    value = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
+    place = [events[view.event_time], *(events[name] for name in ORDER[1:])]
+    arrays = [column.combine_chunks() for column in place] + [value]
+    return pa.StructArray.from_arrays(arrays, names=list(ORDER) + ["value"],
+                                      mask=pc.is_null(value))
 
 
 def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
@@ -46,10 +81,10 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     events): a row per key the batch touched, with the schema of the view's real-time table.
 
     This is ``aggregate`` (``lambdalake.views.aggregate``) read on Arrow: the same window,
-    event types, derived columns, filters, dimensions and measure filters, with a
-    serialized kind's values kept as its partial (a sketch, or moments). The speed layer
-    aggregates a micro-batch here rather than with a Spark job per view, which cost more
-    than the aggregation itself.
+    event types, derived columns, filters, dimensions and measure filters, with the values
+    of a kind that merges its own partials kept as one (a sketch, moments, ordered values).
+    The speed layer aggregates a micro-batch here rather than with a Spark job per view,
+    which cost more than the aggregation itself.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -75,9 +110,13 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
         if condition is not None:
             value = pc.if_else(evaluate_arrow(condition, events), value,
                                pa.scalar(None, value.type))
+        if measure.measure_kind.ordered:
+            value = ordered_values(events, view, value)
         columns[measure.name] = value
+    values = {m.name: columns[m.name] for m in kind_merged_measures(view)}
     aggregations = [(m.name, m.measure_kind.micro_batch) for m in view.measures]
-    grouped = pa.table(columns).group_by(view.key, use_threads=False).aggregate(aggregations)
+    grouped = (pa.table(columns | row_numbers(values))
+               .group_by(view.key, use_threads=False).aggregate(aggregations))
     start = grouped.column("window_start")
     result = {
         "window_start": start,
@@ -88,12 +127,13 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     for measure in view.measures:
         kind = measure.measure_kind
         combined = grouped.column(f"{measure.name}_{kind.micro_batch}")
-        if kind.serialized:
-            combined = pa.array([kind.sketch(values, view, measure)
-                                 for values in combined.to_pylist()], pa.binary())
+        partial_type = kind.partial_type(columns[measure.name].type)
+        if kind.merged_by_kind:
+            combined = pa.array([kind.sketch(group, view, measure)
+                                 for group in looked_up(combined, values[measure.name])],
+                                partial_type)
         result[measure.name] = combined
-        fields.append(pa.field(measure.name, kind.partial_type(columns[measure.name].type),
-                               nullable=not kind.never_null))
+        fields.append(pa.field(measure.name, partial_type, nullable=not kind.never_null))
     return pa.table(result).cast(pa.schema(fields))
 
 
@@ -104,15 +144,19 @@ def merge_partials(rows: pa.Table, view: ViewDefinition) -> pa.Table:
 
     aggregations = [(column, "max") for column in _NEWEST if column in rows.schema.names]
     aggregations += [(m.name, m.measure_kind.combine) for m in view.measures]
+    partials = {m.name: rows.column(m.name) for m in kind_merged_measures(view)}
     # one thread keeps each list in row order, which makes unions reproducible
-    grouped = rows.group_by(view.key, use_threads=False).aggregate(aggregations)
+    listed = pa.table({**{name: rows.column(name) for name in rows.schema.names},
+                       **row_numbers(partials)})
+    grouped = listed.group_by(view.key, use_threads=False).aggregate(aggregations)
     columns = {name: grouped.column(f"{name}_{function}") for name, function in aggregations}
     columns |= {name: grouped.column(name) for name in view.key}
-    for measure in serialized_measures(view):
+    for measure in kind_merged_measures(view):
         kind = measure.measure_kind
         columns[measure.name] = pa.array(
-            [kind.union(partials, view, measure) for partials in columns[measure.name].to_pylist()],
-            pa.binary(),
+            [kind.union(group, view, measure)
+             for group in looked_up(columns[measure.name], partials[measure.name])],
+            rows.schema.field(measure.name).type,
         )
     return pa.table([columns[name] for name in rows.schema.names],
                     schema=rows.schema)
@@ -122,7 +166,7 @@ def with_estimates(rows: pa.Table, view: ViewDefinition) -> pa.Table:
     """``rows`` with each sketch replaced by its estimate (the kind's final value)."""
     import pyarrow as pa
 
-    for measure in serialized_measures(view):
+    for measure in kind_merged_measures(view):
         kind = measure.measure_kind
         index = rows.schema.get_field_index(measure.name)
         final_type = kind.final_type(rows.schema.field(index).type)

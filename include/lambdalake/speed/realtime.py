@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from lambdalake.lake.commits import retry_on_conflict
 from lambdalake.lake.delta_rs import FollowedTable, arrow_filesystem, delta_rs_uri
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import merge_partials, serialized_measures, with_estimates
+from lambdalake.speed.partials import kind_merged_measures, merge_partials, with_estimates
 from lambdalake.views.definition import ViewDefinition
 
 WRITER_COLUMNS = ("batch_id", "shard")
@@ -138,8 +138,8 @@ class RealtimeTable:
         if table is None:
             return None
         types = {f.name: getattr(f.type, "type", None) for f in table.schema().fields}
-        unserialized = [m.name for m in serialized_measures(self.view)
-                        if types.get(m.name) != "binary"]
+        unserialized = [m.name for m in kind_merged_measures(self.view)
+                        if not m.measure_kind.ordered and types.get(m.name) != "binary"]
         if not unserialized:
             return None
         return (f"{realtime_table(self.view)} was written by an earlier speed layer "

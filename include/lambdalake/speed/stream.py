@@ -47,7 +47,7 @@ from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.enrichment import as_of_now
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -68,12 +68,17 @@ def queries_of(views: list[ViewDefinition]) -> dict[str, list[ViewDefinition]]:
 
 
 def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
-    """The events of the types ``views`` read, with only the columns they use."""
+    """The events of the types ``views`` read, with only the columns they use (and the
+    records' Kafka coordinates, where a view's measure picks events by their order)."""
     from pyspark.sql import functions as F
 
     types = sorted({t for view in views for t in view.event_types})
-    columns = list(dict.fromkeys(["event_id", "event_type", views[0].event_time,
-                                  *(c for view in views for c in view.event_columns)]))
+    columns: list[Column | str] = list(dict.fromkeys([
+        "event_id", "event_type", views[0].event_time,
+        *(c for view in views for c in view.event_columns)]))
+    if any(m.measure_kind.ordered for view in views for m in view.measures):
+        # an ordered kind's tie-break, named as bronze names it (``views.measures.ORDER``)
+        columns += [F.col("timestamp").alias("kafka_timestamp"), "topic", "partition", "offset"]
     return events.where(F.col("event_type").isin(types)).select(*columns)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lambdalake.views.definition import Measure, ViewDefinition
 from lambdalake.views.expressions import to_spark
+from lambdalake.views.measures import ORDER
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -27,7 +28,8 @@ def value_column(measure: Measure) -> str:
 
 def measured_values(view: ViewDefinition, measure: Measure) -> Column:
     """The values ``measure`` aggregates: its column (1 per event for a count), null for
-    the events its ``event_types`` or its ``filter`` leave out."""
+    the events its ``event_types`` or its ``filter`` leave out; for an ordered kind each
+    value with its place in the events' order (``measures.ORDER``)."""
     from pyspark.sql import functions as F
 
     value = F.lit(1) if measure.column is None else F.col(measure.column)
@@ -36,6 +38,9 @@ def measured_values(view: ViewDefinition, measure: Measure) -> Column:
     condition = view.expressions.measure_filters.get(measure.name)
     if condition is not None:
         value = F.when(to_spark(condition), value)
+    if measure.measure_kind.ordered:  # each value with its event's place in the order
+        place = [F.col(view.event_time).alias("at"), *(F.col(f) for f in ORDER[1:])]
+        value = F.when(value.isNotNull(), F.struct(*place, value.alias("value")))
     return value
 
 

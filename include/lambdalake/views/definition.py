@@ -57,6 +57,7 @@ class Measure(BaseModel):
         None, description="count only these event types (default: all the view reads)"
     )
     percentile: float | None = Field(None, description="approx_percentile: which, in (0, 1)")
+    k: int | None = Field(None, description="first_k and last_k: how many values")
     filter: str | None = Field(
         None, description="aggregate only the events this SQL condition holds for "
         "(``lambdalake.views.expressions``)")

@@ -1,7 +1,8 @@
 """The measure kinds: what each kind of measure means in every layer, defined once.
 
 A view's measures name a kind (``count``, ``sum``, ``min``, ``max``, ``distinct_count``,
-``approx_percentile``, ``avg``, ``variance``, ``stddev``). Like Chronon's aggregators and
+``approx_percentile``, ``avg``, ``variance``, ``stddev``, ``first``, ``last``,
+``first_k``, ``last_k``). Like Chronon's aggregators and
 Summingbird's monoids, a kind is one object that knows
 
 * its **batch aggregate**: the exact Spark expression over an interval's events;
@@ -58,6 +59,8 @@ class MeasureSpec(Protocol):
     def event_types(self) -> list[str] | None: ...
     @property
     def percentile(self) -> float | None: ...
+    @property
+    def k(self) -> int | None: ...
 
 
 class SketchSettings(Protocol):
@@ -95,15 +98,19 @@ class MeasureKind:
     """The Arrow hash aggregation that combines partials (``list``: then ``union``)."""
 
     @property
-    def serialized(self) -> bool:
-        """Whether a partial is serialized bytes (a sketch, or a kind's moments) that
-        ``union`` combines, rather than a value Arrow combines."""
+    def merged_by_kind(self) -> bool:
+        """Whether partials are combined by the kind's ``union`` (a sketch or a kind's
+        moments, as bytes; an ordered kind's chosen values) rather than by Arrow."""
         return self.combine == "list"
+
+    ordered: ClassVar[bool] = False
+    """A value of the kind depends on the events' order (``_Ordered``): the layers measure
+    each value with its event's place in that order (``ORDER``)."""
 
     def problems(self, measure: MeasureSpec) -> list[str]:
         """What is wrong with ``measure``'s parameters for this kind (none by default)."""
-        return [] if measure.percentile is None else [
-            f"measure {measure.name!r}: {self.name} takes no percentile"]
+        return [f"measure {measure.name!r}: {self.name} takes no {parameter}"
+                for parameter in ("percentile", "k") if getattr(measure, parameter) is not None]
 
     def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
         """The exact aggregate in Spark of the column ``value`` (of Spark type
@@ -115,30 +122,31 @@ class MeasureKind:
         return aggregate
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
-        """The type of a partial, as Spark types the batch aggregate (one table schema); a
-        sketch is its serialized bytes."""
+        """The type of a partial of values of ``value_type`` (the measured column's, or for
+        an ordered kind the struct of each value and its place), as Spark types the batch
+        aggregate (one table schema); a sketch is its serialized bytes."""
         import pyarrow as pa
 
-        return pa.binary() if self.serialized else value_type
+        return pa.binary() if self.merged_by_kind else value_type
 
     def final_type(self, value_type: pa.DataType) -> pa.DataType:
         """The type of the value a query shows."""
         return self.partial_type(value_type)
 
-    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
-        """A micro-batch's values as a partial (serialized kinds only)."""
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
+        """A micro-batch's values as a partial (``merged_by_kind`` kinds only)."""
         raise NotImplementedError
 
     def union(self, partials: list[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
-        """Partials combined into one (serialized kinds only: the others combine on Arrow);
-        absent partials are skipped, and a single one is itself."""
+        """Partials combined into one (``merged_by_kind`` kinds only: the others combine on
+        Arrow); absent partials are skipped, and a single one is itself."""
         present = [partial for partial in partials if partial is not None]
         if len(present) <= 1:
             return present[0] if present else None
         return self.merge(present, view)
 
-    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
-        """Two or more serialized partials merged into one (serialized kinds only)."""
+    def merge(self, sketches: list[Any], view: SketchSettings) -> Any:
+        """Two or more partials merged into one (``merged_by_kind`` kinds only)."""
         raise NotImplementedError
 
     def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
@@ -160,10 +168,11 @@ class MeasureKind:
     def reconciliation_rule(self, view: SketchSettings) -> str:
         return "exact: real-time equals batch once the watermark passed"
 
-    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: float | None,
-                   realtime: float | None, partial: Any, tolerance_rsd: float) -> bool:
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: Any,
+                   realtime: Any, partial: Any, tolerance_rsd: float) -> bool:
         """Whether a closed window's real-time value (``partial``: its partial, for the
-        serialized kinds) agrees with the batch layer's exact value."""
+        ``merged_by_kind`` kinds) agrees with the batch layer's exact value (numbers as
+        floats)."""
         return (realtime or 0.0) == (batch or 0.0)
 
     def short_of_batch(self, drift: float) -> bool:
@@ -514,6 +523,144 @@ class StandardDeviation(Variance):
         return math.sqrt(super().of_moments(count, mean, squares))
 
 
+ORDER = ("at", "kafka_timestamp", "topic", "partition", "offset")
+"""An ordered kind's order of events: by event time (``at``), ties broken by Kafka order,
+the order batch deduplication keeps the first copy by. Each measured value travels as a
+struct of these fields and ``value`` (``ordered_values``), compared field by field."""
+
+
+class _Ordered(MeasureKind):
+    """The kinds that pick values by the events' order: ``first`` and ``last`` (one value)
+    and ``first_k`` and ``last_k`` (the ``k`` oldest or newest, in that order).
+
+    Exact in both layers: the batch layer takes the smallest or largest structs of a group
+    (``min``/``max``, or the sorted list's first k), the speed layer's partial is the same
+    struct (or list of them) for a micro-batch's values, and partials combine by keeping the
+    extremes again. A null value is skipped, as every aggregate skips it."""
+
+    ordered = True
+    micro_batch = "list"
+    combine = "list"
+    newest: ClassVar[bool]
+    """``last``/``last_k`` (the newest), or ``first``/``first_k`` (the oldest)."""
+
+    def ranked(self, values: Iterable[dict[str, Any] | None]) -> list[dict[str, Any]]:
+        """The present values, in the kind's order (newest first for ``last``)."""
+        present = [value for value in values if value is not None]
+        return sorted(present, key=lambda value: tuple(value[f] for f in ORDER),
+                      reverse=self.newest)
+
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
+        return self.kept(self.ranked(values), measure)
+
+    def kept(self, ranked: list[dict[str, Any]], measure: MeasureSpec) -> Any:
+        """What a partial keeps of values in the kind's order."""
+        raise NotImplementedError
+
+    def reconciliation_rule(self, view: SketchSettings) -> str:
+        return "exact: real-time equals batch once the watermark passed"
+
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: Any,
+                   realtime: Any, partial: Any, tolerance_rsd: float) -> bool:
+        return bool(batch == realtime)
+
+    def short_of_batch(self, drift: float) -> bool:
+        return True  # an event dropped as too late may have been any of the chosen ones
+
+
+class _OneByOrder(_Ordered):
+    """``first``/``last``: the value of the oldest or newest event with one."""
+
+    def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
+        from pyspark.sql import functions as F
+
+        extreme = F.max(F.col(value)) if self.newest else F.min(F.col(value))
+        return extreme["value"]
+
+    def partial_type(self, value_type: pa.DataType) -> pa.DataType:
+        return value_type
+
+    def final_type(self, value_type: pa.DataType) -> pa.DataType:
+        return value_type.field("value").type
+
+    def kept(self, ranked: list[dict[str, Any]], measure: MeasureSpec) -> Any:
+        return ranked[0] if ranked else None
+
+    def merge(self, sketches: list[Any], view: SketchSettings) -> Any:
+        return self.ranked(sketches)[0]
+
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
+        return None if partial is None else partial["value"]
+
+
+class _SomeByOrder(_Ordered):
+    """``first_k``/``last_k``: the values of the ``k`` oldest or newest events with one, in
+    that order (a list; empty where no event has a value)."""
+
+    def problems(self, measure: MeasureSpec) -> list[str]:
+        problems = [] if measure.percentile is None else [
+            f"measure {measure.name!r}: {self.name} takes no percentile"]
+        if measure.k is None or not 1 <= measure.k <= MAX_K:
+            problems.append(f"measure {measure.name!r}: {self.name} needs a k from 1 to {MAX_K}")
+        return problems
+
+    def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
+        from pyspark.sql import functions as F
+
+        assert measure.k is not None, "problems() requires a k"
+        ranked = F.sort_array(F.collect_list(F.col(value)), asc=not self.newest)
+        return F.transform(F.slice(ranked, 1, measure.k), lambda chosen: chosen["value"])
+
+    def partial_type(self, value_type: pa.DataType) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.list_(value_type)
+
+    def final_type(self, value_type: pa.DataType) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.list_(value_type.value_type.field("value").type)
+
+    def kept(self, ranked: list[dict[str, Any]], measure: MeasureSpec) -> Any:
+        return ranked[:measure.k]
+
+    def union(self, partials: list[Any], view: SketchSettings, measure: MeasureSpec) -> Any:
+        present = [partial for partial in partials if partial is not None]
+        if not present:
+            return None
+        return self.kept(self.ranked(v for partial in present for v in partial), measure)
+
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
+        return None if partial is None else [chosen["value"] for chosen in partial]
+
+    def bounds(self, column_bounds: Bounds) -> Bounds:
+        return None, None  # a list: its values are each within the column's bounds
+
+
+class First(_OneByOrder):
+    name = "first"
+    newest = False
+
+
+class Last(_OneByOrder):
+    name = "last"
+    newest = True
+
+
+class FirstK(_SomeByOrder):
+    name = "first_k"
+    newest = False
+
+
+class LastK(_SomeByOrder):
+    name = "last_k"
+    newest = True
+
+
+MAX_K = 100
+"""The most values a ``first_k`` or ``last_k`` keeps: a real-time partial holds them all."""
+
+
 RELATIVE_ERROR = 1e-9
 """How far the speed layer's mean, variance or standard deviation may be from the batch
 layer's, relative to it. Of a DECIMAL or whole column both are exact until rounded (a few
@@ -537,7 +684,7 @@ def unpack_moments(partial: bytes) -> tuple[int, Decimal, Decimal]:
 
 MEASURE_KINDS: dict[str, MeasureKind] = {kind.name: kind for kind in (
     Count(), Sum(), Minimum(), Maximum(), DistinctCount(), ApproxPercentile(), Average(),
-    Variance(), StandardDeviation())}
+    Variance(), StandardDeviation(), First(), Last(), FirstK(), LastK())}
 """Every measure kind by name: what a view definition's ``kind`` may say."""
 
 

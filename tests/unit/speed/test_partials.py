@@ -125,12 +125,23 @@ def generated_events(count: int) -> list[dict[str, Any]]:
     return events
 
 
+def with_kafka_coordinates(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` as records of a topic of three partitions, all with one Kafka timestamp
+    (so events at one instant are ordered by partition and offset)."""
+    return [{**event, "kafka_timestamp": HOUR, "topic": "events", "partition": i % 3,
+             "offset": i // 3} for i, event in enumerate(events)]
+
+
 def as_batch(events: list[dict[str, Any]]) -> pa.Table:
-    """Events as the speed layer collects a micro-batch: the classified column types."""
+    """Events as the speed layer collects a micro-batch: the classified column types, and
+    the records' Kafka coordinates when the events have them."""
     columns = {"event_id": pa.string(), "event_type": pa.string(), "occurred_at": TS,
                "user_id": pa.string(), "session_id": pa.string(), "country": pa.string(),
                "page": pa.string(), "product_id": pa.string(), "quantity": pa.int64(),
                "amount": pa.decimal128(18, 2), "currency": pa.string()}
+    if events and "offset" in events[0]:
+        columns |= {"kafka_timestamp": TS, "topic": pa.string(), "partition": pa.int32(),
+                    "offset": pa.int64()}
     return pa.table({name: pa.array([e.get(name) for e in events], kind)
                      for name, kind in columns.items()})
 
@@ -195,9 +206,10 @@ def test_partials_of_a_view_with_expressions_combine_to_the_truth(
     views: dict[str, ViewDefinition],
 ) -> None:
     """order_value: a filter, a derived dimension, a derived measure input, a measure
-    filter, averages and a spread, against the definition's SQL run by DuckDB."""
+    filter, averages and a spread, first and last values, against the definition's SQL
+    run by DuckDB."""
     view = views["order_value"]
-    events = generated_events(6000)
+    events = with_kafka_coordinates(generated_events(6000))
     partials = pa.concat_tables(partials_of(as_batch(events[i:i + 1000]), view)
                                 for i in range(0, len(events), 1000))
     merged = with_estimates(merge_partials(partials, view), view)
