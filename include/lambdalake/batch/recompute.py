@@ -42,6 +42,7 @@ from lambdalake.views.catalog import (
 )
 from lambdalake.views.definition import ViewDefinition
 from lambdalake.views.enrichment import as_of_event_time
+from lambdalake.views.measures import KAFKA_ORDER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,16 +64,12 @@ def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None
                              f"({view.grain})")
 
 
-KAFKA_ORDER = ["kafka_timestamp", "topic", "partition", "offset"]
-"""Which copy of a duplicated event is the first: the one that reached Kafka first."""
-
-
 def first_copies(events: DataFrame) -> DataFrame:
     """One row per ``event_id``: the copy with the lowest Kafka coordinates (deterministic)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    first = Window.partitionBy("event_id").orderBy(*KAFKA_ORDER)
+    first = Window.partitionBy("event_id").orderBy(*KAFKA_ORDER)  # reached Kafka first
     return events.withColumn("_copy", F.row_number().over(first)).where("_copy = 1").drop("_copy")
 
 
@@ -147,10 +144,11 @@ def stage_views(
 
 
 def view_columns(views: Sequence[ViewDefinition]) -> list[str]:
-    """The bronze columns these views read."""
+    """The bronze columns these views read (with the Kafka order, where a view picks
+    events by their order)."""
     columns = {"event_type"}
     for view in views:
-        columns |= set(view.event_columns)
+        columns |= set(view.event_columns) | (set(KAFKA_ORDER) if view.picks_by_order else set())
     return sorted(columns)
 
 

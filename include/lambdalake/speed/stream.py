@@ -45,6 +45,7 @@ from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.enrichment import as_of_now
+from lambdalake.views.measures import KAFKA_ORDER
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -76,9 +77,10 @@ def view_events(events: DataFrame, views: list[ViewDefinition]) -> DataFrame:
     columns: list[Column | str] = list(dict.fromkeys([
         "event_id", "event_type", views[0].event_time,
         *(c for view in views for c in view.event_columns)]))
-    if any(m.measure_kind.ordered for view in views for m in view.measures):
-        # an ordered kind's tie-break, named as bronze names it (``views.measures.ORDER``)
-        columns += [F.col("timestamp").alias("kafka_timestamp"), "topic", "partition", "offset"]
+    if any(view.picks_by_order for view in views):
+        # an ordered kind's tie-break, as bronze names it (the source calls it ``timestamp``)
+        kafka_timestamp, *coordinates = KAFKA_ORDER
+        columns += [F.col("timestamp").alias(kafka_timestamp), *coordinates]
     return events.where(F.col("event_type").isin(types)).select(*columns)
 
 

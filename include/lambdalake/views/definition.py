@@ -164,6 +164,12 @@ class ViewDefinition(BaseModel):
         return list(dict.fromkeys(c for c in read if c not in computed))
 
     @property
+    def picks_by_order(self) -> bool:
+        """Whether a measure picks events by their order (``first``, ``last``, ...), so the
+        view reads each event's Kafka coordinates too (``views.measures.ORDER``)."""
+        return any(m.measure_kind.ordered for m in self.measures)
+
+    @property
     def expressions_text(self) -> list[str]:
         """Every SQL expression of the definition (filters and derived columns)."""
         return [*([self.filter] if self.filter else []), *self.columns.values(),

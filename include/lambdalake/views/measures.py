@@ -523,10 +523,14 @@ class StandardDeviation(Variance):
         return math.sqrt(super().of_moments(count, mean, squares))
 
 
-ORDER = ("at", "kafka_timestamp", "topic", "partition", "offset")
-"""An ordered kind's order of events: by event time (``at``), ties broken by Kafka order,
-the order batch deduplication keeps the first copy by. Each measured value travels as a
-struct of these fields and ``value`` (``ordered_values``), compared field by field."""
+KAFKA_ORDER = ("kafka_timestamp", "topic", "partition", "offset")
+"""The order records reached Kafka in (bronze's columns): batch deduplication keeps the
+first copy of an event by it, and the ordered kinds break ties of event time by it."""
+ORDER = ("at", *KAFKA_ORDER)
+"""An ordered kind's order of events: by event time (``at``), then by Kafka order. Each
+measured value travels as a struct of these fields and ``value`` (both layers build it:
+``views.aggregate.measured_values``, ``speed.partials.ordered_values``), compared field by
+field."""
 
 
 class _Ordered(MeasureKind):
