@@ -1,5 +1,6 @@
-"""docs/views.md shows what the platform does: its example is the shipped view, every
-expression it names as refused is refused, and every test file it names exists."""
+"""docs/views.md shows what the platform does: its example is the shipped view, its worked
+examples are valid views of their contract, every expression it names as refused is
+refused, and every test file it names exists."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 import yaml
 
 from lambdalake.settings import PROJECT_ROOT
-from lambdalake.views.definition import VIEWS_DIR
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.views.definition import VIEWS_DIR, ViewDefinition
 from lambdalake.views.expressions import ExpressionError, SqlType, typed
 
 PAGE = (PROJECT_ROOT / "docs" / "views.md").read_text()
@@ -21,6 +23,20 @@ def test_the_example_is_the_shipped_view() -> None:
     example = PAGE.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert example.startswith("# schemas/views/order_value.yaml (shipped)")
     assert yaml.safe_load(example) == yaml.safe_load((VIEWS_DIR / "order_value.yaml").read_text())
+
+
+WORKED = re.findall(r"```yaml example\n(.*?)```", PAGE, re.DOTALL)
+
+
+def test_each_worked_example_is_a_valid_view_of_the_ride_hailing_contract() -> None:
+    contracts = ContractRegistry(PROJECT_ROOT / "docs" / "examples" / "ride-hailing" / "events")
+    assert len(WORKED) == 4
+    kinds = set()
+    for example in WORKED:
+        view = ViewDefinition.model_validate(yaml.safe_load(example))
+        view.check_against(contracts)  # raises ViewError naming what is wrong
+        kinds |= {m.kind for m in view.measures}
+    assert {"avg", "stddev", "sum", "last", "last_k"} <= kinds
 
 
 @pytest.mark.parametrize("text", ["currency + 1", "paid AND quantity", "SUM(amount)", "RAND()",
