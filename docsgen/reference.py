@@ -34,8 +34,16 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def _help(parser: argparse.ArgumentParser) -> str:
+    before = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(HELP_WIDTH)  # argparse wraps to the terminal's width
-    return parser.format_help().replace(str(PROJECT_ROOT), "<repo>").rstrip() + "\n"
+    try:
+        text = parser.format_help()
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+    return text.replace(str(PROJECT_ROOT), "<repo>").rstrip() + "\n"
 
 
 def cli_markdown() -> str:
@@ -61,7 +69,7 @@ def cli_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _literal(node: ast.expr | None, source: str) -> str:
+def _literal(node: ast.expr | None) -> str:
     if node is None:
         return ""
     try:
@@ -119,7 +127,7 @@ def dag_markdown(path: Path) -> str:
     call, function = _dag_call(tree)
     kwargs = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
     dag_id = ast.literal_eval(kwargs["dag_id"])
-    schedule = _literal(kwargs.get("schedule"), source)
+    schedule = _literal(kwargs.get("schedule"))
     lines = [f"## {dag_id}", "", f"`{path.relative_to(PROJECT_ROOT)}`; schedule: `{schedule}`",
              ""]
     lines += [_rst_to_markdown(ast.get_docstring(tree) or ""), ""]
@@ -127,14 +135,14 @@ def dag_markdown(path: Path) -> str:
     if isinstance(params, ast.Dict) and params.keys:
         lines += ["| parameter | default | type | meaning |", "| --- | --- | --- | --- |"]
         for key, value in zip(params.keys, params.values, strict=True):
-            assert isinstance(value, ast.Call)
+            assert isinstance(value, ast.Call) and key is not None
             options = {k.arg: k.value for k in value.keywords if k.arg}
             title, description = (ast.literal_eval(options[part]) if part in options else ""
                                   for part in ("title", "description"))
             meaning = f"**{title}**: {description}" if title else description
             default = ast.get_source_segment(source, value.args[0]) if value.args else ""
             lines.append(f"| `{ast.literal_eval(key)}` | `{default}` | "
-                         f"`{_literal(options.get('type'), source)}` | {meaning} |")
+                         f"`{_literal(options.get('type'))}` | {meaning} |")
         lines.append("")
     tasks = [node for node in ast.walk(function)
              if isinstance(node, ast.FunctionDef) and any(map(_is_task, node.decorator_list))]
