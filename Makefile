@@ -10,8 +10,9 @@ LAMBDALAKE := $(BIN)/lambdalake
 CHROMIUM := /usr/bin/chromium
 FAKETIME := /usr/bin/faketime
 DAYS ?= 30
+export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: setup up down status demo report lint test test-unit test-clock-ahead chaos bench lock clean
+.PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -32,7 +33,7 @@ $(FAKETIME):           # Debian's faketime (libfaketime) and a C compiler, for `
 setup: $(INSTALLED)   ## venv, JVM jars from Maven Central, state dirs
 	$(LAMBDALAKE) setup
 
-up: setup             ## start Kafka, PostgreSQL and Airflow; wait until healthy
+up: setup             ## start the stack (object store if configured, PostgreSQL, Kafka, schema registry, Spark Connect, ingest, speed layer, query API, Airflow); wait until healthy
 	$(LAMBDALAKE) up
 
 down:                 ## stop exactly what `make up` started
@@ -47,10 +48,16 @@ demo: up              ## the platform's main job, run through Airflow
 report:               ## data-quality summary on the terminal; HTML report with GX Data Docs
 	$(LAMBDALAKE) report
 
-lint: $(INSTALLED)    ## ruff, strict mypy on include/, and the import layers (pyproject.toml)
+lint: $(INSTALLED)    ## ruff, strict mypy on include/, the import layers (pyproject.toml), the docs site
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs: $(INSTALLED)    ## regenerate the pages derived from code, then build the docs site into site/
+	$(LAMBDALAKE) docs
+	$(BIN)/python -m docsgen.reference
+	$(BIN)/mkdocs build --strict --site-dir site
 
 test: setup $(CHROMIUM) lint  ## lint, then the whole suite: unit tests, then integration tests on real processes
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,10 +1,10 @@
-"""Publish one benchmark run as the README's figures.
+"""Publish one benchmark run as the Performance page's figures.
 
     python -m bench.publish bench/results/2026-11-23T171110+0000
 
 The run's ``results.json``, ``report.md`` and charts replace ``docs/benchmarks/``, and the
-README's block between the ``bench-report`` markers is rewritten from that JSON; a unit
-test keeps the two equal, so the README quotes exactly what a run measured.
+block between the ``bench-report`` markers of ``docs/performance.md`` is rewritten from that
+JSON; a repository test keeps the two equal, so the page quotes exactly what a run measured.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from bench.run import machine_line, table
 from lambdalake.settings import PROJECT_ROOT
 
 PUBLISHED = PROJECT_ROOT / "docs" / "benchmarks"
-README = PROJECT_ROOT / "README.md"
+PAGE = PROJECT_ROOT / "docs" / "performance.md"
 START, END = "<!-- bench-report -->", "<!-- /bench-report -->"
 RUN_FILES = ("results.json", "report.md", "*.png")
 
 
-def readme_block(document: dict[str, Any], charts: list[str]) -> str:
-    """The README's text for a published run: how it was made, its table, its charts."""
+def page_block(document: dict[str, Any], charts: list[str]) -> str:
+    """The Performance page's text for a published run: how it was made, its table, its
+    charts (links relative to ``docs/``, where the page is)."""
     meta = document["meta"]
     command = f"python -m bench.run --profile {meta['profile']}"
     if meta.get("only") or len(meta["benchmarks"]) == 1:  # runs before 2026-11-28: no "only"
@@ -34,17 +35,17 @@ def readme_block(document: dict[str, Any], charts: list[str]) -> str:
     lines = [f"`{command}`, {meta['started']}, {meta['seconds'] / 60:.0f} min; "
              f"{machine_line(meta)}. Each figure beside its bare baseline from the same run; "
              "the whole report with every detail: "
-             "[docs/benchmarks/report.md](docs/benchmarks/report.md).", "",
+             "[benchmarks/report.md](benchmarks/report.md).", "",
              *table([Result.from_dict(r) for r in document["results"]])]
     lines += [line for chart in charts
-              for line in ("", f"![{Path(chart).stem}](docs/benchmarks/{chart})")]
+              for line in ("", f"![{Path(chart).stem}](benchmarks/{chart})")]
     return "\n".join(lines)
 
 
 def published_block() -> str:
     """The block for what ``docs/benchmarks/`` holds now."""
     document = json.loads((PUBLISHED / "results.json").read_text())
-    return readme_block(document, sorted(p.name for p in PUBLISHED.glob("*.png")))
+    return page_block(document, sorted(p.name for p in PUBLISHED.glob("*.png")))
 
 
 def replace_block(text: str, block: str) -> str:
@@ -53,8 +54,8 @@ def replace_block(text: str, block: str) -> str:
     return f"{head}{START}\n{block}\n{END}{tail}"
 
 
-def readme_figures(text: str) -> str:
-    """What the README quotes between the markers."""
+def published_figures(text: str) -> str:
+    """What a page quotes between the markers."""
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
 
 
@@ -66,8 +67,8 @@ def publish(run: Path) -> None:
     for pattern in RUN_FILES:
         for file in run.glob(pattern):
             shutil.copy2(file, PUBLISHED / file.name)
-    README.write_text(replace_block(README.read_text(), published_block()))
-    print(f"published {run} to {PUBLISHED} and the README")
+    PAGE.write_text(replace_block(PAGE.read_text(), published_block()))
+    print(f"published {run} to {PUBLISHED} and {PAGE.relative_to(PROJECT_ROOT)}")
 
 
 def main() -> None:

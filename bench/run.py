@@ -1,8 +1,8 @@
 """Run the benchmarks and write results as JSON, a Markdown table and PNG charts.
 
     python -m bench.run --profile quick     # minutes, for development (`make bench`)
-    python -m bench.run --profile full      # every benchmark at full size (the README's
-                                            # published block names the command it came from)
+    python -m bench.run --profile full      # every benchmark at full size (the Performance
+                                            # page's published block names the command it came from)
     python -m bench.run --only batch        # some benchmarks (ingest, batch, speed, serving,
                                             # late_arrivals, restatement, dag_runs, avro,
                                             # reference, shards), in the order given

@@ -6,7 +6,7 @@ speed layer, as in the speed benchmark.
 
 On this machine's two cores the shards share the CPU the single process had, so the
 comparison measures what a shard costs (its own driver JVM, its own reference state, a
-Spark job per micro-batch each), which the capacity model in the README scales by.
+Spark job per micro-batch each), which the capacity model in docs/capacity.md scales by.
 """
 
 from __future__ import annotations

@@ -703,7 +703,8 @@ def get_settings() -> Settings:
 
 
 def documented_variables() -> list[tuple[str, str, str]]:
-    """(environment variable, default, description) for every setting, for the README."""
+    """(environment variable, default, description) for every setting: the table of
+    docs/reference/settings.md."""
     rows: list[tuple[str, str, str]] = []
 
     def walk(defaults: BaseModel, prefix: str) -> None:

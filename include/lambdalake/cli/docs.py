@@ -27,18 +27,18 @@ def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
-    """Regenerate the documentation derived from code: README's settings table, contracts."""
+    """Regenerate the documentation derived from code: the settings table, the contracts."""
     from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, contracts_markdown
 
-    readme = PROJECT_ROOT / "README.md"
-    text = readme.read_text()
+    page = PROJECT_ROOT / "docs" / "reference" / "settings.md"
+    text = page.read_text()
     start = text.index("\n", text.index(SETTINGS_TABLE_START)) + 1
     end = text.index(SETTINGS_TABLE_END)
-    readme.write_text(text[:start] + settings_table() + text[end:])
+    page.write_text(text[:start] + settings_table() + text[end:])
     (PROJECT_ROOT / "docs" / "events.md").write_text(contracts_markdown(ContractRegistry()) + "\n")
     (PROJECT_ROOT / "docs" / "entities.md").write_text(
         contracts_markdown(EntityRegistry()) + "\n")
-    print("updated README.md (settings), docs/events.md and docs/entities.md")
+    print("updated docs/reference/settings.md, docs/events.md and docs/entities.md")
     return 0
 
 

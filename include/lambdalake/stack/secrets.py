@@ -54,7 +54,7 @@ def local_secret(
     if settings.environment != "local":
         raise MissingSecret(
             f"{name} is not configured and LAMBDALAKE_ENVIRONMENT={settings.environment}: "
-            "set it from your secret store (see README, 'Configuration')"
+            "set it from your secret store (see docs/operations/configuration.md)"
         )
     path = secrets_dir(settings) / name
     if not path.exists():

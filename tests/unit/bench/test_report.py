@@ -126,13 +126,13 @@ def test_a_backlogs_event_times_end_by_the_time_it_is_made() -> None:
 
 
 def test_the_published_command_names_the_benchmarks_a_run_was_limited_to() -> None:
-    from bench.publish import readme_block
+    from bench.publish import page_block
 
     meta = {"profile": "full", "started": "2026-11-28T13:00:00+00:00", "seconds": 600.0,
             "machine": {"cpus": 2, "memory_gib": 23.5, "load_avg_at_start": [1.0, 1.0, 1.0]}}
 
     def command(**run: object) -> str:
-        block = readme_block({"meta": {**meta, **run}, "results": []}, [])
+        block = page_block({"meta": {**meta, **run}, "results": []}, [])
         return block.split("`")[1]
 
     assert command(benchmarks=["ingest", "batch"], only=True) == (
