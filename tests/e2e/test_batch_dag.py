@@ -342,7 +342,9 @@ def test_postgresql_stopped_during_a_batch_run_loses_and_duplicates_nothing(
 ) -> None:
     """Airflow's database stopped while a re-run of a published day computes, and started
     again 20 s later: the run succeeds, the day's served rows are the same row for row,
-    and every view equals the ground truth."""
+    and every view equals the ground truth. Airflow's scheduler, dag-processor and
+    triggerer exit without their database; `make up` (``stack.up``) starts them again,
+    and the figures name those it had to start."""
     settings, day = stack.settings, DAYS[1]
     reference = view_rows(settings, [day])
     pids = {p.name: p.pid() for p in stack.airflow.processes}
