@@ -33,7 +33,7 @@ $(FAKETIME):           # Debian's faketime (libfaketime) and a C compiler, for `
 setup: $(INSTALLED)   ## venv, JVM jars from Maven Central, state dirs
 	$(LAMBDALAKE) setup
 
-up: setup             ## start the stack (object store if configured, PostgreSQL, Kafka, schema registry, Spark Connect, ingest, speed layer, query API, Airflow); wait until healthy
+up: setup             ## start the stack (object store if configured, PostgreSQL, Kafka, schema registry, Spark Connect, ingest, speed layer, query API, Airflow, its watchdog); wait until healthy
 	$(LAMBDALAKE) up
 
 down:                 ## stop exactly what `make up` started

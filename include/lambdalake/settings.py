@@ -482,7 +482,7 @@ class ServingSettings(BaseModel):
         "on object storage (a lookup is a billed request there)"
     )
     default_limit: int = Field(100, ge=1, description="rows per page when none is asked")
-    max_limit: int = Field(1000, ge=1, description="larger pages are refused (HTTP 422)")
+    max_limit: int = Field(1000, ge=1, description="larger pages are refused (HTTP 400)")
     retire_margin_seconds: int = Field(
         3600, ge=0, description="real-time rows are kept this long after batch covers them"
     )
@@ -551,6 +551,10 @@ class AirflowSettings(BaseModel):
     trigger_password: SecretStr | None = Field(
         None, description="unset in local dev: generated once and kept in the state dir"
     )
+    watch_every_seconds: float = Field(
+        10.0, ge=0, description="local stack: how often its watchdog starts Airflow's "
+        "services again that exited (the scheduler, dag-processor and triggerer do when "
+        "their database goes away); 0: no watchdog")
 
     @property
     def base_url(self) -> str:

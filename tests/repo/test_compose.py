@@ -24,6 +24,7 @@ from lambdalake.stack.airflow import EXECUTOR, Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
+from lambdalake.stack.watchdog import Watchdog
 
 COMPOSE_SERVICES: dict[type, set[str]] = {
     # each component of the local stack, in Platform's start order: its services in compose
@@ -38,7 +39,9 @@ COMPOSE_SERVICES: dict[type, set[str]] = {
     ServingService: {"serving-api"},
     Airflow: {"airflow-init", "airflow-api-server", "airflow-scheduler",
               "airflow-dag-processor", "airflow-triggerer"},
+    Watchdog: set(),  # compose's own restart policy (below) starts what exited again
 }
+ONE_SHOT_JOBS = {"register-contracts", "airflow-init"}
 REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
 
 
@@ -64,6 +67,17 @@ def test_every_component_of_the_platform_is_in_compose_and_nothing_else(
     components = Platform(settings).components
     assert [type(component) for component in components] == list(COMPOSE_SERVICES)
     assert set(compose["services"]) == set().union(*COMPOSE_SERVICES.values())
+
+
+def test_compose_starts_every_service_again_that_exits_but_the_one_shot_jobs(
+    compose: dict[str, Any]
+) -> None:
+    """What the local stack's watchdog does for Airflow, compose does for every service:
+    the scheduler exits when PostgreSQL goes away, and nothing else would start it."""
+    policies = {name: service.get("restart") for name, service in compose["services"].items()}
+    assert {name for name, policy in policies.items() if policy != "unless-stopped"} == (
+        ONE_SHOT_JOBS)
+    assert all(policies[job] == "no" for job in ONE_SHOT_JOBS)
 
 
 def test_compose_starts_each_service_after_what_the_platform_starts_before_it(

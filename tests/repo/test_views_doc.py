@@ -9,8 +9,8 @@ import re
 import pytest
 import yaml
 
-from lambdalake.settings import PROJECT_ROOT
 from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.settings import PROJECT_ROOT
 from lambdalake.views.definition import VIEWS_DIR, ViewDefinition
 from lambdalake.views.expressions import ExpressionError, SqlType, typed
 

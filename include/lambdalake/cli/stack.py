@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -138,6 +139,23 @@ def cmd_spark_connect(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_watchdog(settings: Settings, _args: argparse.Namespace) -> int:
+    """``run``: start Airflow's services again whenever they exit, until stopped (``make
+    up`` runs it; ``lambdalake.stack.watchdog``)."""
+    import logging
+    import threading
+
+    from lambdalake.stack.airflow import Airflow
+    from lambdalake.stack.postgres import Postgres
+    from lambdalake.stack.watchdog import watch
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, force=True,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    watch(Airflow(settings), Postgres(settings), settings.airflow.watch_every_seconds,
+          threading.Event())
+    return 0
+
+
 def cmd_object_store(settings: Settings, args: argparse.Namespace) -> int:
     """start | stop | status of the stack's S3-compatible server (lake.object_store.serve);
     ``run``: in the foreground, as a container runs it."""
@@ -220,6 +238,10 @@ def add_commands(commands: Commands) -> None:
         "object-store", help="the stack's S3-compatible server (run: in the foreground)")
     object_store.add_argument("action", choices=["start", "stop", "status", "run"])
     object_store.set_defaults(run=cmd_object_store)
+    watchdog = commands.add_parser(
+        "watchdog", help="start Airflow's services again when they exit (run: in the foreground)")
+    watchdog.add_argument("action", choices=["run"])
+    watchdog.set_defaults(run=cmd_watchdog)
     for app, what, own in (("ingest", "the Kafka -> bronze stream", []),
                            ("speed", "the speed layer: Kafka -> real-time views", ["reset"])):
         stream = commands.add_parser(app, help=what)

@@ -24,6 +24,7 @@ from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess, StackComponent, stop_processes, stragglers
 from lambdalake.stack.secrets import keep_private
+from lambdalake.stack.watchdog import Watchdog
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,10 @@ class Platform:
         self.ingest = IngestService(settings)
         self.speed = SpeedLayer(settings)
         self.serving = ServingService(settings)
+        self.watchdog = Watchdog(settings)
         self.components: list[StackComponent] = [
             self.object_store, self.postgres, self.kafka, self.registry, self.spark_connect,
-            self.ingest, self.speed, self.serving, self.airflow]
+            self.ingest, self.speed, self.serving, self.airflow, self.watchdog]
         """The stack in start order (`down` stops it in reverse)."""
 
     def processes(self) -> list[ManagedProcess]:
