@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lambdalake.lake.delta_rs import append_rows, content_key, read_rows
 from lambdalake.settings import Settings
@@ -60,9 +61,11 @@ def published_intervals(settings: Settings, view_name: str) -> list[tuple[dateti
                    for r in read_publications(settings) if r["view"] == view_name})
 
 
-def read_publications(settings: Settings) -> list[dict[str, Any]]:
-    """Every row of the publication log (none before the first publish)."""
-    return read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA)
+def read_publications(settings: Settings, where: pc.Expression | None = None
+                      ) -> list[dict[str, Any]]:
+    """The rows of the publication log (those ``where`` selects; none before the first
+    publish)."""
+    return read_rows(settings.table_path(PUBLICATIONS_TABLE), _SCHEMA, where)
 
 
 def high_water_marks(settings: Settings) -> HighWaterMarks:

@@ -101,11 +101,12 @@ def newer_windows(settings: Settings, view_name: str, path: str, start: datetime
 
     from lambdalake.batch.publication import read_publications
 
+    overlapping = ((pc.field("view") == view_name) & (pc.field("interval_start") < end)
+                   & (pc.field("interval_end") > start)
+                   & (pc.field("bronze_version") > bronze_version))
     newer: list[tuple[datetime, datetime | None]] = [
         (max(row["interval_start"], start), min(row["interval_end"], end))
-        for row in read_publications(settings)
-        if row["view"] == view_name and row["bronze_version"] > bronze_version
-        and row["interval_start"] < end and row["interval_end"] > start]
+        for row in read_publications(settings, where=overlapping)]
     uri = delta_rs_uri(path)
     if DeltaTable.is_deltatable(uri):
         window, lineage = pc.field("window_start"), pc.field("bronze_version")

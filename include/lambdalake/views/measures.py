@@ -561,12 +561,9 @@ class _Ordered(MeasureKind):
         """What a partial keeps of values in the kind's order."""
         raise NotImplementedError
 
-    def reconciliation_rule(self, view: SketchSettings) -> str:
-        return "exact: real-time equals batch once the watermark passed"
-
     def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: Any,
                    realtime: Any, partial: Any, tolerance_rsd: float) -> bool:
-        return bool(batch == realtime)
+        return bool(batch == realtime)  # text and lists too: no number to default to 0
 
     def short_of_batch(self, drift: float) -> bool:
         return True  # an event dropped as too late may have been any of the chosen ones
