@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
@@ -132,10 +132,15 @@ def same_value(kind: str, truth: Any, answer: Any, relative: float = 1e-10) -> b
 
 
 def _exact(value: Any) -> Any:
-    """A value as compared with another layer's: numbers exactly, as decimals; instants as
-    naive UTC; text as it is."""
+    """A value as compared with another layer's: numbers exactly, as decimals (the API
+    answers a decimal as its text); instants as naive UTC; other text as it is."""
     if isinstance(value, numbers.Number) and not isinstance(value, bool):
         return Decimal(str(value))
+    if isinstance(value, str):
+        try:
+            return Decimal(value)
+        except InvalidOperation:
+            return value
     if isinstance(value, datetime | pd.Timestamp):
         moment = pd.Timestamp(value)
         return (moment.tz_convert("UTC").tz_localize(None) if moment.tzinfo else moment)
