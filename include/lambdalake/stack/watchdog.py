@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from lambdalake.stack.process import ManagedProcess, OneProcessComponent, StackError
+from lambdalake.stack.process import OneProcessComponent, StackComponent, StackError
 
 log = logging.getLogger(__name__)
 
@@ -50,25 +50,16 @@ class Watchdog(OneProcessComponent):
         return self.process.stop(timeout=30)
 
 
-class Services(Protocol):
-    """What the watchdog keeps running (``Airflow``): its processes, and a ``start`` that
-    starts those not running and returns once they are healthy."""
-
-    @property
-    def processes(self) -> list[ManagedProcess]: ...
-
-    def start(self) -> object: ...
-
-
 class Database(Protocol):
     """What the services need first (``Postgres``)."""
 
     def ready(self) -> bool: ...
 
 
-def restart_exited(services: Services, database: Database) -> list[str]:
-    """Start the services that are not running, once the database answers; return their
-    names (none started: nothing was missing, or the database does not answer yet)."""
+def restart_exited(services: StackComponent, database: Database) -> list[str]:
+    """Start the processes of ``services`` (``Airflow``, whose ``start`` starts those not
+    running) that are not running, once the database answers; return their names (none
+    started: nothing was missing, or the database does not answer yet)."""
     missing = [process.name for process in services.processes if process.pid() is None]
     if not missing or not database.ready():
         return []
@@ -76,7 +67,7 @@ def restart_exited(services: Services, database: Database) -> list[str]:
     return missing
 
 
-def watch(services: Services, database: Database, every_seconds: float,
+def watch(services: StackComponent, database: Database, every_seconds: float,
           stopped: threading.Event) -> None:
     """``restart_exited`` every ``every_seconds`` until ``stopped``; a start that fails is
     logged and tried again the next round."""

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 Bounds = tuple[int | float | None, int | float | None]
+PARAMETERS = ("percentile", "k")
+"""The parameters a measure may give its kind (``MeasureSpec``)."""
 
 
 class MeasureSpec(Protocol):
@@ -107,10 +109,21 @@ class MeasureKind:
     """A value of the kind depends on the events' order (``_Ordered``): the layers measure
     each value with its event's place in that order (``ORDER``)."""
 
+    takes: ClassVar[tuple[str, ...]] = ()
+    """The measure's parameters the kind reads (``percentile``, ``k``): any other one a
+    definition gives is refused."""
+
     def problems(self, measure: MeasureSpec) -> list[str]:
-        """What is wrong with ``measure``'s parameters for this kind (none by default)."""
-        return [f"measure {measure.name!r}: {self.name} takes no {parameter}"
-                for parameter in ("percentile", "k") if getattr(measure, parameter) is not None]
+        """What is wrong with ``measure``'s parameters for this kind: one it does not take,
+        or what ``parameter_problems`` finds in those it takes."""
+        refused = [f"measure {measure.name!r}: {self.name} takes no {parameter}"
+                   for parameter in PARAMETERS
+                   if parameter not in self.takes and getattr(measure, parameter) is not None]
+        return refused + self.parameter_problems(measure)
+
+    def parameter_problems(self, measure: MeasureSpec) -> list[str]:
+        """What is wrong with the parameters the kind takes (none by default)."""
+        return []
 
     def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
         """The exact aggregate in Spark of the column ``value`` (of Spark type
@@ -303,7 +316,9 @@ class ApproxPercentile(MeasureKind):
     micro_batch = "list"
     combine = "list"
 
-    def problems(self, measure: MeasureSpec) -> list[str]:
+    takes = ("percentile",)
+
+    def parameter_problems(self, measure: MeasureSpec) -> list[str]:
         if measure.percentile is None or not 0 < measure.percentile < 1:
             return [f"measure {measure.name!r}: {self.name} needs a percentile in (0, 1)"]
         return []
@@ -598,12 +613,12 @@ class _SomeByOrder(_Ordered):
     """``first_k``/``last_k``: the values of the ``k`` oldest or newest events with one, in
     that order (a list; empty where no event has a value)."""
 
-    def problems(self, measure: MeasureSpec) -> list[str]:
-        problems = [] if measure.percentile is None else [
-            f"measure {measure.name!r}: {self.name} takes no percentile"]
+    takes = ("k",)
+
+    def parameter_problems(self, measure: MeasureSpec) -> list[str]:
         if measure.k is None or not 1 <= measure.k <= MAX_K:
-            problems.append(f"measure {measure.name!r}: {self.name} needs a k from 1 to {MAX_K}")
-        return problems
+            return [f"measure {measure.name!r}: {self.name} needs a k from 1 to {MAX_K}"]
+        return []
 
     def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
         from pyspark.sql import functions as F

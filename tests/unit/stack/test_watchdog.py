@@ -21,6 +21,8 @@ class Sleepers:
     """Services of sleeping processes; ``start`` starts those not running (as Airflow's)
     and fails the first ``failures`` times."""
 
+    label = "sleepers"
+
     def __init__(self, run_dir: Path, names: list[str], failures: int = 0) -> None:
         self.processes = [ManagedProcess(name, run_dir) for name in names]
         self.failures = failures

@@ -75,6 +75,8 @@ def test_partials_combine_in_any_grouping_and_order_to_a_sort_of_all_values(kind
     ({"name": "m", "kind": "first_k", "column": "amount", "k": 101}, "needs a k from 1 to 100"),
     ({"name": "m", "kind": "last", "column": "amount", "k": 3}, "last takes no k"),
     ({"name": "m", "kind": "sum", "column": "amount", "k": 3}, "sum takes no k"),
+    ({"name": "m", "kind": "approx_percentile", "column": "amount", "percentile": 0.5, "k": 3},
+     "approx_percentile takes no k"),
     ({"name": "m", "kind": "first", "column": "amount", "percentile": 0.5},
      "first takes no percentile"),
     ({"name": "m", "kind": "first"}, "first needs a column"),
