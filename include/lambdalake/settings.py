@@ -500,6 +500,17 @@ class ServingSettings(BaseModel):
         30.0, ge=0, description="/freshness answers from a look for late rows waiting at most"
                           " this old (any process's)"
     )
+    sql_timeout_seconds: float = Field(
+        5.0, gt=0, description="a SQL query (POST /sql, lambdalake sql) is interrupted after "
+        "this long (HTTP 400)")
+    sql_max_rows: int = Field(
+        10_000, ge=1, description="rows a SQL answer holds at most; the rest is cut "
+        "(`truncated: true`)")
+    sql_memory_mb: int = Field(
+        256, ge=16, description="memory one SQL query may use; one that needs more is refused")
+    sql_concurrency: int = Field(
+        2, ge=1, description="SQL queries running at once per API process; another waits up to "
+        "sql_timeout_seconds for its turn, then gets HTTP 503")
     api_token: SecretStr | None = Field(
         None, description="bearer token the query API requires on every route but /health;"
                           " unset: no token (local dev, loopback); production requires one"

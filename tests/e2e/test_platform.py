@@ -63,6 +63,7 @@ from tests.support.merged_answers import (
     bounded_disagreements,
     disagreements,
     merged_answer,
+    sql_answer,
     window,
 )
 from tests.support.parquet_storage import (
@@ -86,7 +87,9 @@ STACK_ENV = {**isolated_environment("test-platform", slot=2),
              # the lake and every checkpoint on the stack's S3-compatible server (s3proxy)
              "LAMBDALAKE_LAKE__OBJECT_STORE__SERVE": "true",
              # small segments, so the log cleaner has closed ones to compact
-             "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500"}
+             "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500",
+             # the demo's whole range of every view in one SQL answer
+             "LAMBDALAKE_SERVING__SQL_MAX_ROWS": "100000"}
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -299,31 +302,35 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
             assert dropped >= late_read, (
                 f"run {number}, {view.name}: {late_read} events at or before the speed "
                 f"layer's watermark, but it reports {dropped} rows dropped as too late")
-            rows, mark = merged_answer(settings.serving.base_url, view.name, start, end)
-            assert start < mark < end, f"{view.name}: [{start}, {end}) does not span {mark}"
-            if view.joins:  # batch as of event time; real-time within what processing allows
-                before_mark = [row for row in rows if window(row["window_start"]) < mark]
-                problems = disagreements(view, before_mark, mark, expected_view(
-                    with_attributes_as_of_event_time(truth_events, view, every_change),
-                    view, start, mark))
-                speed_events = pd.concat(kept[view.name])
-                candidates = [sum((processing_time_candidates(run, join, changes, at)
-                                   for at, run in enumerate(kept[view.name])), [])
-                              for join in view.joins]
-                problems += bounded_disagreements(
-                    view, [row for row in rows if window(row["window_start"]) >= mark],
-                    bounds_as_of_processing(speed_events, view, candidates, mark, end),
-                    totals_over_joins(speed_events, view, mark, end))
-            else:
-                truth = pd.concat([expected_view(truth_events, view, start, mark),
-                                   expected_view(pd.concat(kept[view.name]), view, mark, end)])
-                problems = disagreements(view, rows, mark, truth)
-            assert problems == [], f"run {number}, {view.name}: {problems[:10]}"
+            base = settings.serving.base_url
+            for surface, (rows, mark) in (
+                    ("the rows API", merged_answer(base, view.name, start, end)),
+                    ("SQL", sql_answer(base, view, start, end))):
+                assert start < mark < end, f"{view.name}: [{start}, {end}) does not span {mark}"
+                if view.joins:  # batch as of event time; real-time within what processing allows
+                    before_mark = [row for row in rows if window(row["window_start"]) < mark]
+                    problems = disagreements(view, before_mark, mark, expected_view(
+                        with_attributes_as_of_event_time(truth_events, view, every_change),
+                        view, start, mark))
+                    speed_events = pd.concat(kept[view.name])
+                    candidates = [sum((processing_time_candidates(run, join, changes, at)
+                                       for at, run in enumerate(kept[view.name])), [])
+                                  for join in view.joins]
+                    problems += bounded_disagreements(
+                        view, [row for row in rows if window(row["window_start"]) >= mark],
+                        bounds_as_of_processing(speed_events, view, candidates, mark, end),
+                        totals_over_joins(speed_events, view, mark, end))
+                else:
+                    truth = pd.concat([
+                        expected_view(truth_events, view, start, mark),
+                        expected_view(pd.concat(kept[view.name]), view, mark, end)])
+                    problems = disagreements(view, rows, mark, truth)
+                assert problems == [], f"run {number}, {view.name} ({surface}): {problems[:10]}"
             batch_rows = sum(row["source"] == "batch" for row in rows)
             print(f"run {number}, {view.name}: {len(rows)} rows agree with the ground truth, "
                   f"{batch_rows} from batch before {mark:%H:%M}, the rest real-time "
                   f"({late_read} of the run's events too late for the speed layer, "
-                  f"{dropped} rows reported dropped)")
+                  f"{dropped} rows reported dropped; the same in SQL)")
         assert (read_status(settings, SPEED_APP) or {})["reference"]["stale_joins"] == 0
 
 

@@ -36,6 +36,20 @@ def merged_answer(base_url: str, view: str, start: datetime, end: datetime
     raise AssertionError(f"{view}: the high-water mark moved during each of {READS} reads")
 
 
+def sql_answer(base_url: str, view: ViewDefinition, start: datetime, end: datetime
+               ) -> tuple[list[dict[str, Any]], datetime]:
+    """The same rows asked for in SQL (``POST /sql``), in one answer read at one snapshot;
+    its high-water mark."""
+    answer = httpx.post(f"{base_url}/sql", timeout=60, json={"sql": (
+        f"SELECT * FROM {view.name} WHERE window_start >= '{start.isoformat()}' "
+        f"AND window_start < '{end.isoformat()}' "
+        f"ORDER BY {', '.join(['window_start', *view.dimensions])}")})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert not body["truncated"], f"{view.name}: more rows than one SQL answer holds"
+    return body["rows"], window(body["views"][view.name]["high_water_mark"])
+
+
 def window(value: Any) -> datetime:
     moment = pd.Timestamp(value)
     return (moment.tz_convert(UTC) if moment.tzinfo else moment.tz_localize(UTC)).to_pydatetime()

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lambdalake.contracts.registry import EVENTS_DIR
 from lambdalake.settings import Settings
@@ -127,16 +127,43 @@ def cmd_query(settings: Settings, args: argparse.Namespace) -> int:
                           "next_offset": result.next_offset, "snapshot": result.snapshot},
                          indent=2))
         return 0
-    columns = list(result.rows[0]) if result.rows else []
-    widths = {c: max(len(c), *(len(str(r[c])) for r in result.rows)) for c in columns}
-    print("  ".join(c.ljust(widths[c]) for c in columns))
-    for row in result.rows:
-        print("  ".join(str(row[c]).ljust(widths[c]) for c in columns))
+    print_rows(list(result.rows[0]) if result.rows else [], result.rows)
     snapshot = result.snapshot
     print(f"({len(result.rows)} rows; batch before {snapshot['high_water_mark']} "
           f"(view v{snapshot['batch']['view_version']}), real-time after"
           + (f"; next page: --offset {result.next_offset})" if result.next_offset else ")"))
     return 0
+
+
+def cmd_sql(settings: Settings, args: argparse.Namespace) -> int:
+    """A read-only SQL query over the merged views, read from Delta like ``POST /sql``."""
+    from lambdalake.serving.snapshot import SnapshotStore
+    from lambdalake.serving.sql import NoRowsYet, SqlError, SqlRunner
+    from lambdalake.views.definition import load_views
+
+    views = load_views()
+    runner = SqlRunner(SnapshotStore(settings, views), views, settings.serving)
+    try:
+        answer = runner.answer(args.statement, args.max_rows)
+    except (SqlError, NoRowsYet) as error:
+        print(f"lambdalake sql: {error}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps({"columns": answer.columns, "rows": answer.rows,
+                          "truncated": answer.truncated, "views": answer.views}, indent=2))
+        return 0
+    print_rows([column["name"] for column in answer.columns], answer.rows)
+    print(f"({len(answer.rows)} rows" + ("; more matched: --max-rows" if answer.truncated
+                                         else "") + ")")
+    return 0
+
+
+def print_rows(columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """Rows as aligned columns under a header."""
+    widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        print("  ".join(str(row[c]).ljust(widths[c]) for c in columns).rstrip())
 
 
 def add_commands(commands: Commands) -> None:
@@ -158,6 +185,14 @@ def add_commands(commands: Commands) -> None:
     contracts.set_defaults(run=cmd_contracts)
     _add_produce(commands)
     _add_query(commands)
+    sql = commands.add_parser(
+        "sql", help="a read-only SQL query over the merged views (DuckDB's dialect)")
+    sql.add_argument("statement", help="e.g. \"SELECT page, sum(views) FROM page_traffic "
+                     "GROUP BY page\"")
+    sql.add_argument("--max-rows", type=int, help="at most this many rows "
+                     "(default and cap: serving.sql_max_rows)")
+    sql.add_argument("--format", choices=["table", "json"], default="table")
+    sql.set_defaults(run=cmd_sql)
 
 
 def _add_query(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,7 +9,8 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 - ``GET /freshness``: per view, the batch high-water mark, the newest real-time write and
   the speed layer's own status; ``GET /health``;
 - ``GET /quality/results?layer=&subject=&failed=&limit=``: the recorded quality-gate
-  verdicts, newest first (``lambdalake.quality.report.recent``).
+  verdicts, newest first (``lambdalake.quality.report.recent``);
+- ``POST /sql``: a read-only SQL query over the merged views (``lambdalake.serving.sql``).
 
 With ``serving.api_token`` set, every route but ``/health`` (and the OpenAPI document)
 needs ``Authorization: Bearer <token>``; production refuses to start without one.
@@ -37,7 +38,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, SecretStr, WithJsonSchema
+from pydantic import BaseModel, Field, SecretStr, WithJsonSchema
 
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.quality.docs import CDN_ASSETS, local_name
@@ -47,6 +48,7 @@ from lambdalake.quality.verdict import LAYERS
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
+from lambdalake.serving.sql import NoRowsYet, SqlBusy, SqlError, SqlRunner
 from lambdalake.settings import Settings, get_settings
 from lambdalake.speed.shards import speed_status
 from lambdalake.stack.secrets import MissingSecret
@@ -71,6 +73,38 @@ NO_SNAPSHOT: dict[int | str, dict[str, Any]] = {
 # a time is declared as one, so generated clients and the fuzzer send times (edge years and
 # offsets included); the handler still takes any string and refuses what it cannot parse
 TimeText = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+
+class SqlRequest(BaseModel):
+    """A read-only query over the views (each view's merged answer is a table)."""
+
+    sql: str = Field(max_length=20_000, examples=[
+        "SELECT page, sum(views) AS views FROM page_traffic GROUP BY page ORDER BY views DESC"])
+    max_rows: int | None = Field(None, ge=1, description="at most this many rows (and never "
+                                 "more than serving.sql_max_rows)")
+
+
+class SqlColumn(BaseModel):
+    name: str
+    type: str = Field(description="DuckDB's name of the column's type")
+
+
+class SqlAnswerModel(BaseModel):
+    """A query's rows as JSON objects, in the query's order."""
+
+    columns: list[SqlColumn]
+    rows: list[dict[str, Any]]
+    truncated: bool = Field(description="more rows matched than max_rows")
+    views: dict[str, dict[str, Any]] = Field(
+        description="per view queried, the snapshot it was read from (as the rows API's)")
+
+
+SQL_REFUSED: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "Not one read-only query over the views, or one "
+          "DuckDB could not answer within the limits"},
+    503: {"model": Problem, "description": "A view has no rows yet, or every query slot "
+          "stayed busy"}}
 
 NO_TOKEN: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or wrong bearer token"}}
@@ -285,6 +319,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         success, failing expectations with samples, rows, run id, Data Docs page (as
         ``lambdalake quality --format json``)."""
         return recent(read_results(settings), layer, limit, subject=subject, failed_only=failed)
+
+    sql = SqlRunner(store, views, settings.serving)
+
+    @guarded.post("/sql", responses={200: {"model": SqlAnswerModel}, **SQL_REFUSED})
+    def run_sql(request: SqlRequest) -> JSONResponse:
+        """A read-only SQL query (DuckDB's dialect) over the merged views, read from the
+        snapshots the rows API serves: each view a table of its rows with ``source``,
+        ``as_of``, ``complete`` and ``late_rows``. docs/serving.md says what is refused and
+        the limits."""
+        try:
+            answer = sql.answer(request.sql, request.max_rows)
+        except SqlError as error:
+            raise HTTPException(400, str(error)) from None
+        except (NoRowsYet, SqlBusy) as error:
+            raise HTTPException(503, str(error)) from None
+        return JSONResponse({"columns": answer.columns, "rows": answer.rows,
+                             "truncated": answer.truncated, "views": answer.views})
 
     app.include_router(guarded)
     return app

@@ -121,22 +121,29 @@ def parse_query(
 def run_query(snapshot: ViewSnapshot, query: ViewQuery) -> QueryResult:
     """One page of the merged answer, read from ``snapshot`` only."""
     view = query.view
-    batch, realtime = layer_ranges(snapshot, query.start, query.end)
-    sides = [(snapshot.batch_rows, "batch", batch),
-             (snapshot.realtime_rows, "realtime", realtime)]
-    columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
-    parts = [_side(rows, source, snapshot, start, end, columns, query)
-             for rows, source, ranges in sides if rows is not None
-             for start, end in ranges]
-    if not parts:
+    merged = merged_rows(snapshot, query)
+    if merged is None:
         return QueryResult(view.name, [], None, describe(snapshot))
-    merged = pa.concat_tables(parts, promote_options="permissive")
     order = [(column, "ascending") for column in ["window_start", *view.dimensions]]
     page = merged.sort_by(order).slice(query.offset, query.limit + 1)
     rows = json_columns(page).to_pylist()
     more = len(rows) > query.limit
     return QueryResult(view.name, rows[: query.limit],
                        query.offset + query.limit if more else None, describe(snapshot))
+
+
+def merged_rows(snapshot: ViewSnapshot, query: ViewQuery) -> pa.Table | None:
+    """Every row of the query's merged answer, unsorted (None: neither layer has a table
+    yet): what a page is cut from, and what the SQL surface queries as the view."""
+    view = query.view
+    batch, realtime = layer_ranges(snapshot, query.start, query.end)
+    sides = [(snapshot.batch_rows, "batch", batch),
+             (snapshot.realtime_rows, "realtime", realtime)]
+    columns = ["window_start", "window_end", *view.dimensions, *(m.name for m in view.measures)]
+    parts = [_side(rows, source, snapshot, start, end, columns, query)
+             for rows, source, ranges in sides if rows is not None
+             for start, end in ranges or [(snapshot.high_water_mark, snapshot.high_water_mark)]]
+    return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
 
 Range = tuple[datetime | None, datetime | None]
@@ -229,7 +236,8 @@ def json_columns(page: pa.Table) -> pa.Table:
 
 
 def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """One column with JSON's types; a list's values too (``first_k``, ``last_k``)."""
+    """One column with JSON's types; a list's values too (``first_k``, ``last_k``), and a
+    struct's."""
     if pa.types.is_timestamp(column.type):
         unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
         return pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
@@ -239,6 +247,12 @@ def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa
         lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         values = _json_column(name, lists.values)
         return type(lists).from_arrays(lists.offsets, values, mask=lists.is_null())
+    if pa.types.is_struct(column.type):  # a SQL answer's
+        struct = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
+        return pa.StructArray.from_arrays(
+            [_json_column(name, values) for values in struct.flatten()], names=names,
+            mask=struct.is_null())
     return column
 
 
