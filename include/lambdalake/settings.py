@@ -572,6 +572,22 @@ class AirflowSettings(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
+class MetricsSettings(BaseModel):
+    """Prometheus exposition of the stream drivers (the query API serves ``/metrics`` on its
+    own port) and the StatsD target of Airflow's own metrics."""
+
+    host: str = Field(LOOPBACK, description="address the stream drivers' metrics listen on")
+    ingest_port: int | None = Field(
+        9464, description="ingest driver's /metrics port; unset: none")
+    speed_port: int | None = Field(
+        9470, description="speed layer driver's /metrics port (shard i: this port + i); unset: "
+        "none")
+    airflow_statsd_host: str | None = Field(
+        LOOPBACK, description="where Airflow sends its own metrics as StatsD (UDP; e.g. to "
+        "Prometheus' statsd_exporter); unset: Airflow sends none")
+    airflow_statsd_port: int = Field(8125, description="StatsD port of Airflow's metrics")
+
+
 class Settings(BaseSettings):
     """All of lambdalake's configuration; see the module docstring for how to override."""
 
@@ -604,6 +620,7 @@ class Settings(BaseSettings):
     quality: QualitySettings = QualitySettings()
     postgres: PostgresSettings = PostgresSettings()
     airflow: AirflowSettings = AirflowSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     @field_validator("state_dir")
     @classmethod
@@ -689,7 +706,8 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
     """LAMBDALAKE_* variables for a stack beside the default one (tests, benchmarks): its own
     state dir ``.state/<name>`` and the default ports moved to ``2<slot>xxx`` (slot 1:
     Kafka 21092, PostgreSQL 21433, Airflow 21080, query API 21000, Spark Connect 21150,
-    schema registry 21081, object storage 21900);
+    schema registry 21081, object storage 21900, ingest's metrics 21464, the speed layer's
+    21470 and up, Airflow's StatsD 21125);
     the jars and web assets that setup fetched are shared. The ports stay below Linux's
     ephemeral range (32768 and up), so an outgoing connection of a process beside the stack
     never holds one of them."""
@@ -708,6 +726,9 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
         "LAMBDALAKE_REGISTRY__PORT": str(base + 81),
         "LAMBDALAKE_REGISTRY__MANAGEMENT_PORT": str(base + 82),
         "LAMBDALAKE_LAKE__OBJECT_STORE__PORT": str(base + 900),
+        "LAMBDALAKE_METRICS__INGEST_PORT": str(base + 464),
+        "LAMBDALAKE_METRICS__SPEED_PORT": str(base + 470),
+        "LAMBDALAKE_METRICS__AIRFLOW_STATSD_PORT": str(base + 125),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ import psutil
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
+from prometheus_client.parser import text_string_to_metric_families
 from pyarrow.fs import FileSelector
 
 from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS
@@ -332,6 +334,72 @@ def test_the_demo_answers_every_view_like_the_ground_truth_and_runs_again(
                   f"({late_read} of the run's events too late for the speed layer, "
                   f"{dropped} rows reported dropped; the same in SQL)")
         assert (read_status(settings, SPEED_APP) or {})["reference"]["stale_joins"] == 0
+
+
+def prometheus_samples(url: str, **request: Any) -> dict[tuple[str, frozenset[Any]], float]:
+    """Every sample a Prometheus scrape of ``url`` reads, by name and labels."""
+    answer = httpx.get(url, timeout=30, **request)
+    assert answer.status_code == 200, answer.text
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(answer.text)
+            for sample in family.samples}
+
+
+def test_every_component_serves_its_metrics_after_the_demo(platform: Platform) -> None:
+    """Scraped as Prometheus would, after the demo's two runs: the query API's state of
+    every view and gate (against the publication log and quality history), the ingest
+    driver's rows and quarantine by reason (against the quarantine table and the demo's
+    manifests), the speed layer's watermarks and drops (against its status), and Airflow's
+    own metrics as StatsD datagrams on the configured port."""
+    settings, views = platform.settings, load_views()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as statsd:
+        statsd.bind((settings.metrics.airflow_statsd_host or "",
+                     settings.metrics.airflow_statsd_port))
+        statsd.settimeout(90)
+        datagram = statsd.recv(65_535).decode()
+    assert datagram.startswith("airflow."), datagram
+
+    # read between two reads of what it reports on (a scheduled run or gate may land then)
+    before = (httpx.get(f"{settings.serving.base_url}/freshness", timeout=30).json(),
+              Counter(result["layer"] for result in read_results(settings)))
+    api = prometheus_samples(f"{settings.serving.base_url}/metrics")
+    after = (httpx.get(f"{settings.serving.base_url}/freshness", timeout=30).json(),
+             Counter(result["layer"] for result in read_results(settings)))
+    for name in views:
+        view = frozenset({("view", name)})
+        assert api["lambdalake_batch_high_water_mark_timestamp_seconds", view] in {
+            datetime.fromisoformat(fresh[name]["high_water_mark"]).timestamp()
+            for fresh, _ in (before, after)}
+        waiting = sorted(fresh[name]["late_rows_waiting"] for fresh, _ in (before, after))
+        assert waiting[0] <= api["lambdalake_batch_late_rows_waiting", view] <= waiting[1]
+    gates = Counter({layer: int(value) for (name, labels), value in api.items()
+                     if name == "lambdalake_quality_gate_duration_seconds_count"
+                     for _, layer in labels})
+    assert before[1] <= gates <= after[1], (before[1], gates, after[1])
+
+    ingest = prometheus_samples(f"http://{settings.metrics.host}:{settings.metrics.ingest_port}"
+                                "/metrics")
+    assert ingest["lambdalake_stream_input_rows_total",
+                  frozenset({("app", "ingest"), ("query", "ingest")})] >= 23_000
+    counted = Counter({dict(labels)["reason"]: int(value) for (name, labels), value
+                       in ingest.items() if name == "lambdalake_ingest_quarantined_rows_total"})
+    demo = Counter()
+    for seed in (2026, 2027):
+        manifest = Manifest.read(settings.state_dir / "manifests" / f"demo-seed{seed}.json")
+        demo.update({kind: n for kind, n in manifest.counts.items()
+                     if kind not in ("valid", "duplicate")})
+    assert demo <= counted <= quarantine_reasons(settings), (demo, counted)
+
+    speed = prometheus_samples(f"http://{settings.metrics.host}:{settings.metrics.speed_port}"
+                               "/metrics")
+    status = speed_views(settings)
+    for name in views:
+        view = frozenset({("view", name)})
+        assert speed["lambdalake_speed_late_rows_dropped_total", view] == \
+            status[name]["dropped_by_watermark_total"]
+        assert speed["lambdalake_speed_watermark_timestamp_seconds", view] <= time.time()
+    print(f"metrics: API {len(api)} samples, ingest {len(ingest)}, speed {len(speed)}; "
+          f"quarantined by reason {dict(counted)}; Airflow StatsD: {datagram.splitlines()[0]}")
 
 
 def test_the_lake_is_on_object_storage_and_the_serving_dag_maintains_it(

@@ -37,8 +37,9 @@ COMPOSE_SERVICES: dict[type, set[str]] = {
     IngestService: {"ingest"},
     SpeedLayer: {"speed-0", "speed-1"},
     ServingService: {"serving-api"},
+    # and the receiver of its StatsD metrics (locally, whatever listens on the port)
     Airflow: {"airflow-init", "airflow-api-server", "airflow-scheduler",
-              "airflow-dag-processor", "airflow-triggerer"},
+              "airflow-dag-processor", "airflow-triggerer", "statsd-exporter"},
     Watchdog: set(),  # compose's own restart policy (below) starts what exited again
 }
 ONE_SHOT_JOBS = {"register-contracts", "airflow-init"}

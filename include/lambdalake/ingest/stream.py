@@ -29,13 +29,16 @@ from lambdalake.lake.bronze import (
     CHECKPOINT_EVERY,
     FILE_WRITE_CONF,
     TABLE_PROPERTIES,
+    QuarantineListener,
     upgrade_tables,
     write_micro_batch,
 )
 from lambdalake.lake.checkpoints import CheckpointWriter
 from lambdalake.settings import Settings
 from lambdalake.spark import STREAM_SPARK_CONF
+from lambdalake.streaming.classification import QUARANTINE_REASONS
 from lambdalake.streaming.events import ClassifiedStream
+from lambdalake.streaming.metrics import StreamMetrics
 from lambdalake.streaming.progress import query_progress
 from lambdalake.streaming.runner import query_ledger, run_until_stopped
 
@@ -78,8 +81,11 @@ def read_tasks(configured: int, topic_partitions: int, cores: int) -> int:
     return -(-topic_partitions // cores) * cores
 
 
-def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
+def start_ingest(spark: SparkSession, settings: Settings,
+                 metrics: StreamMetrics | None = None) -> StreamingQuery:
     contracts = ContractRegistry()
+    listener = None if metrics is None else QuarantineListener(
+        QUARANTINE_REASONS, metrics.count_quarantined)
     tasks = read_tasks(settings.ingest.read_tasks, settings.kafka.events_topic.partitions,
                        spark.sparkContext.defaultParallelism)
     stream = ClassifiedStream(spark, settings, contracts, tasks=tasks)
@@ -88,7 +94,7 @@ def start_ingest(spark: SparkSession, settings: Settings) -> StreamingQuery:
 
     def write(classified: DataFrame, batch_id: int) -> None:
         stream.check()
-        write_micro_batch(classified, settings, contracts, ledger(), batch_id)
+        write_micro_batch(classified, settings, contracts, ledger(), batch_id, listener)
 
     return (
         stream.records.writeStream.queryName(QUERY_NAME)
@@ -106,7 +112,9 @@ def run(spark: SparkSession, settings: Settings) -> None:
     ensure_platform_topics(settings.kafka)
     for table in upgrade_tables(spark, settings):
         log.info("ingest: %s given its table properties", table)
-    query = start_ingest(spark, settings)
+    metrics = StreamMetrics(QUERY_NAME)
+    metrics.serve(settings.metrics.host, settings.metrics.ingest_port)
+    query = start_ingest(spark, settings, metrics)
     log.info("ingest: query %s started, pid %d", query.id, os.getpid())
     reference = start_reference_ingest(spark, settings)
     tables = [settings.table_path(name) for name in TABLE_PROPERTIES]
@@ -115,4 +123,5 @@ def run(spark: SparkSession, settings: Settings) -> None:
                           lambda snapshots: {**query_progress(snapshots[0]),
                                              "reference": query_progress(snapshots[1])},
                           settings.ingest.status_interval_seconds,
-                          restart={QUERY_NAME: lambda: start_ingest(spark, settings)})
+                          restart={QUERY_NAME: lambda: start_ingest(spark, settings, metrics)},
+                          metrics=metrics)

@@ -9,6 +9,8 @@ the two tables.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -115,9 +117,18 @@ def quarantine_rows(rows: DataFrame) -> DataFrame:
     return rows.where("quarantine_reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
 
 
+@dataclass(frozen=True)
+class QuarantineListener:
+    """Who hears, per written micro-batch, how many records each of ``reasons`` quarantined
+    (ingest's metrics): counted by the same observation bronze's write completes."""
+
+    reasons: tuple[str, ...]
+    heard: Callable[[dict[str, int]], None]
+
+
 def write_micro_batch(
     classified: DataFrame, settings: Settings, contracts: ContractRegistry, ledger: BatchLedger,
-    batch_id: int,
+    batch_id: int, listener: QuarantineListener | None = None,
 ) -> None:
     """Append one classified micro-batch to bronze and quarantine, each once.
 
@@ -139,8 +150,11 @@ def write_micro_batch(
         quarantined = Observation()
         # Spark completes an Observation with the first query that runs it: bronze's write
         # must be the only action on ``counted``, or the count would be another query's
+        reason = F.col("quarantine_reason")
         counted = stamped.observe(
-            quarantined, F.count_if(F.col("quarantine_reason").isNotNull()).alias("rows"))
+            quarantined, F.count_if(reason.isNotNull()).alias("rows"),
+            *(F.count_if(reason == name).alias(f"reason:{name}")
+              for name in (listener.reasons if listener else ())))
         wrote_bronze = ledger.append(
             bronze_rows(counted, contracts), settings.table_path(BRONZE_TABLE), "event_date",
             batch_id, properties=TABLE_PROPERTIES[BRONZE_TABLE])
@@ -148,6 +162,10 @@ def write_micro_batch(
                       "ingest_date", batch_id, every_batch=False,
                       rows=quarantined.get.get("rows") if wrote_bronze else None,
                       properties=TABLE_PROPERTIES[QUARANTINE_TABLE])
+        if listener is not None and wrote_bronze:  # a batch written before counted then
+            counts = quarantined.get
+            listener.heard({name: int(counts.get(f"reason:{name}") or 0)
+                            for name in listener.reasons})
     finally:
         rows.unpersist()
 

@@ -88,6 +88,17 @@ def read_results(settings: Settings) -> list[dict[str, Any]]:
     return [json.loads(row["entry"]) for row in rows]
 
 
+def read_verdicts(settings: Settings) -> list[dict[str, Any]]:
+    """Every recorded verdict's flat columns (layer, subject, success, warnings, seconds),
+    oldest first: what the metrics count, without the entries' failures and samples."""
+    from lambdalake.lake.delta_rs import read_rows
+
+    columns = ("layer", "subject", "success", "warnings", "seconds", "recorded_at")
+    rows = read_rows(results_path(settings), pa.schema([SCHEMA.field(c) for c in columns]))
+    rows.sort(key=lambda row: row["recorded_at"])
+    return rows
+
+
 def read_row_counts(settings: Settings, layer: str) -> list[dict[str, Any]]:
     """What the row-count baseline (``quality.baseline``) reads of ``layer``'s results, oldest
     first, shaped as ``read_results``' entries: the flat columns only, filtered as they are

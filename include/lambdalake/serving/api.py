@@ -10,7 +10,8 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
   the speed layer's own status; ``GET /health``;
 - ``GET /quality/results?layer=&subject=&failed=&limit=``: the recorded quality-gate
   verdicts, newest first (``lambdalake.quality.report.recent``);
-- ``POST /sql``: a read-only SQL query over the merged views (``lambdalake.serving.sql``).
+- ``POST /sql``: a read-only SQL query over the merged views (``lambdalake.serving.sql``);
+- ``GET /metrics``: the platform's state for Prometheus (``lambdalake.serving.metrics``).
 
 With ``serving.api_token`` set, every route but ``/health`` (and the OpenAPI document)
 needs ``Authorization: Bearer <token>``; production refuses to start without one.
@@ -33,19 +34,22 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel, Field, SecretStr, WithJsonSchema
 
 from lambdalake.batch.late_arrivals import LateArrivals
 from lambdalake.quality.docs import CDN_ASSETS, local_name
-from lambdalake.quality.history import read_results
+from lambdalake.quality.history import read_results, read_verdicts
 from lambdalake.quality.report import recent
 from lambdalake.quality.verdict import LAYERS
 from lambdalake.serving.freshness import view_freshness
+from lambdalake.serving.metrics import PlatformCollector
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
 from lambdalake.serving.snapshot import SnapshotStore
 from lambdalake.serving.sql import NoRowsYet, SqlBusy, SqlError, SqlRunner
@@ -336,6 +340,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(503, str(error)) from None
         return JSONResponse({"columns": answer.columns, "rows": answer.rows,
                              "truncated": answer.truncated, "views": answer.views})
+
+    registry = CollectorRegistry()
+    registry.register(PlatformCollector(
+        lambda: {name: store.get(name) for name in sorted(views)},
+        lambda: {w.view: w for w in late_arrivals.recent(
+            settings.serving.late_rows_look_seconds)},
+        lambda: read_verdicts(settings)))
+
+    @guarded.get("/metrics", response_class=Response, responses={200: {
+        "description": "Prometheus' text exposition format",
+        "content": {"text/plain": {"schema": {"type": "string"}}}}})
+    def metrics(accept: Annotated[str | None, Header(include_in_schema=False)] = None
+                ) -> Response:
+        """Per view the high-water mark and its age, what was published beyond it, the late
+        rows waiting and the newest real-time write; the recorded gate verdicts per layer
+        and each subject's newest (docs/operations/metrics.md). In the format the scraper
+        accepts (Prometheus' text format unless it asks for OpenMetrics)."""
+        encode, content_type = choose_encoder(accept or "")
+        return Response(encode(registry), media_type=content_type)
 
     app.include_router(guarded)
     return app

@@ -41,6 +41,7 @@ from lambdalake.speed.reference_state import CurrentReference
 from lambdalake.speed.shards import Shard, check_shard_layout, shards
 from lambdalake.streaming.classification import valid_only
 from lambdalake.streaming.events import ClassifiedStream
+from lambdalake.streaming.metrics import StreamMetrics
 from lambdalake.streaming.progress import QuerySnapshot, query_progress
 from lambdalake.streaming.runner import active_query_id, run_until_stopped
 from lambdalake.views.definition import ViewDefinition, load_views
@@ -198,11 +199,14 @@ def run(spark: SparkSession, settings: Settings, view_names: list[str] | None = 
                               for name, group in chosen.items())
         log.info("%s: %d queries started (%s), reference state %s, pid %d", shard.describe(),
                  len(queries), described, reference.status(), os.getpid())
+        metrics = StreamMetrics(shard.app)
+        port = settings.metrics.speed_port
+        metrics.serve(settings.metrics.host, None if port is None else port + shard.index)
         run_until_stopped(
             settings, shard.app, queries,
             lambda snapshots: status_document(chosen, snapshots, seen, os.getpid(), reference,
                                               shard),
-            settings.speed.status_interval_seconds, restart=starters,
+            settings.speed.status_interval_seconds, restart=starters, metrics=metrics,
         )
     finally:
         reference.close()

@@ -102,8 +102,20 @@ class Airflow:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+            **self._metrics(),
             **self._secrets(),
         }
+
+    def _metrics(self) -> dict[str, str]:
+        """Airflow's own metrics (scheduler loop, DAG run and task durations, pool slots) as
+        StatsD to ``metrics.airflow_statsd_host``, or none."""
+        metrics = self.settings.metrics
+        if metrics.airflow_statsd_host is None:
+            return {"AIRFLOW__METRICS__STATSD_ON": "False"}
+        return {"AIRFLOW__METRICS__STATSD_ON": "True",
+                "AIRFLOW__METRICS__STATSD_HOST": metrics.airflow_statsd_host,
+                "AIRFLOW__METRICS__STATSD_PORT": str(metrics.airflow_statsd_port),
+                "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"}
 
     def _secrets(self) -> dict[str, str]:
         """Airflow's own secrets: from the environment, else generated for local dev."""

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from lambdalake.streaming.metrics import StreamMetrics
+
 GRACEFUL_STOP_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
@@ -79,12 +81,14 @@ def run_until_stopped(
     status: Callable[[list[QuerySnapshot]], dict[str, Any]],
     interval: float,
     restart: Mapping[str, Callable[[], StreamingQuery]] | None = None,
+    metrics: StreamMetrics | None = None,
 ) -> None:
     """Run until every query has stopped; raise if one failed.
 
     ``status`` turns one snapshot of the queries into the status document; the batches
-    the snapshot shows are appended to the batch history. A query that failed with
-    ``PlanOutdated`` is started again by its starter in ``restart`` (by query name).
+    the snapshot shows are appended to the batch history, and both reach ``metrics``. A
+    query that failed with ``PlanOutdated`` is started again by its starter in ``restart``
+    (by query name).
     """
     queries = list(queries)
     stop: list[float] = []  # when each stop signal arrived
@@ -98,8 +102,11 @@ def run_until_stopped(
 
     def report() -> None:
         snapshots = [QuerySnapshot.of(query, recorded.get(query.name, -1)) for query in queries]
-        record_batches(settings, app, snapshots, recorded)
-        write_status(settings, app, status(snapshots))
+        batches = record_batches(settings, app, snapshots, recorded)
+        document = status(snapshots)
+        write_status(settings, app, document)
+        if metrics is not None:
+            metrics.observe(batches, document)
 
     last_status = 0.0
     try:

@@ -138,3 +138,14 @@ def test_a_new_state_dir_gets_a_new_database_where_an_old_one_at_its_path_was_le
         assert (state_dir / "postgres" / "data").resolve() == again
     finally:
         shutil.rmtree(first.parent, ignore_errors=True)
+
+
+def test_airflow_sends_its_own_metrics_as_statsd_unless_told_not_to(
+    make_settings: MakeSettings,
+) -> None:
+    sending = Airflow(make_settings(metrics={"airflow_statsd_port": 9125})).environment()
+    assert {key: sending[key] for key in sending if key.startswith("AIRFLOW__METRICS__")} == {
+        "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": "9125", "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"}
+    silent = Airflow(make_settings(metrics={"airflow_statsd_host": None})).environment()
+    assert silent["AIRFLOW__METRICS__STATSD_ON"] == "False"
