@@ -229,7 +229,8 @@ def json_columns(page: pa.Table) -> pa.Table:
 
 
 def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """One column with JSON's types; a list's values too (``first_k``, ``last_k``)."""
+    """One column with JSON's types; a list's values too (``first_k``, ``last_k``,
+    ``top_k``'s structs of text and counts)."""
     if pa.types.is_timestamp(column.type):
         unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
         return pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
