@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import statistics
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,6 +113,30 @@ def ordered_truth(kind: str, values: pd.DataFrame, column: str, k: int | None) -
                              for time in set(times)})
 
 
+def top_k_truth(column: pd.Series, k: int) -> list[dict[str, Any]]:
+    """A ``top_k``'s exact value of a group's column: the ``k`` values counted most, most
+    first, equal counts by value (Python orders text by code point, as Spark orders UTF-8)."""
+    ranked = sorted(Counter(column.dropna()).items(), key=lambda counted: (-counted[1], counted[0]))
+    return [{"value": value, "count": count} for value, count in ranked[:k]]
+
+
+def top_k_admits(counts: dict[str, int], answer: Sequence[Any], k: int, error: float) -> bool:
+    """Whether ``answer`` is a top-k of values counted ``counts`` within the frequent-items
+    sketch's guarantee (each count off by at most ``error`` times all the values counted):
+    in the kind's order, at most k distinct values, each counted within the tolerance, and
+    every value left out counted at most the tolerance above the answer's k-th count (above
+    0 if it lists fewer than k)."""
+    tolerance = error * sum(counts.values())
+    listed = [(chosen["value"], int(chosen["count"])) for chosen in answer]
+    names = {value for value, _ in listed}
+    floor = listed[-1][1] if len(listed) == k else 0
+    return (listed == sorted(listed, key=lambda counted: (-counted[1], counted[0]))
+            and len(names) == len(listed) <= k
+            and all(abs(count - counts.get(value, 0)) <= tolerance for value, count in listed)
+            and all(count <= floor + tolerance
+                    for value, count in counts.items() if value not in names))
+
+
 DOUBLE_KINDS = ("avg", "variance", "stddev")
 """The kinds whose values are doubles that both layers sum in an order of their own."""
 
@@ -124,6 +149,9 @@ def same_value(kind: str, truth: Any, answer: Any, relative: float = 1e-10) -> b
         return truth.admits(answer, single=ORDERED_KINDS[kind][1] == 1)
     if kind in ("first_k", "last_k"):
         return [_exact(v) for v in truth] == [_exact(v) for v in answer]
+    if kind == "top_k":  # a list of {value, count}: Spark's rows, Arrow's or JSON's dicts
+        return [(c["value"], int(c["count"])) for c in truth] == [
+            (c["value"], int(c["count"])) for c in answer]
     if _missing(truth) or _missing(answer):
         return _missing(truth) and _missing(answer)
     if kind in DOUBLE_KINDS:
@@ -213,7 +241,8 @@ def with_expressions(events: pd.DataFrame, view: ViewDefinition) -> pd.DataFrame
 def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, end: datetime
                   ) -> pd.DataFrame:
     """The view over distinct ``events`` (``occurred_at`` naive UTC): windows, group, measure;
-    a percentile measure also has its group's values in ``<name>__values``."""
+    a percentile measure also has its group's values in ``<name>__values``, a top-k measure
+    each value's count in ``<name>__counts``."""
     events = events[events["event_type"].isin(view.event_types)].copy()
     if view.expressions_text:
         events = with_expressions(events, view)
@@ -232,6 +261,9 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
                 present = [float(value) for value in column.dropna()]
                 row[m.name] = percentile_disc(present, m.percentile)
                 row[f"{m.name}__values"] = present
+            elif m.kind == "top_k":
+                row[m.name] = top_k_truth(column, m.k)
+                row[f"{m.name}__counts"] = dict(Counter(column.dropna()))
             elif m.kind in ORDERED_KINDS:
                 row[m.name] = ordered_truth(m.kind, values, m.column, m.k)
             else:

@@ -9,9 +9,10 @@ from typing import Any
 
 import httpx
 import pandas as pd
+from datasketches import frequent_strings_sketch
 
 from lambdalake.views.definition import ViewDefinition
-from tests.support.ground_truth import ANY_MEMBER, rank_admits, same_value
+from tests.support.ground_truth import ANY_MEMBER, rank_admits, same_value, top_k_admits
 
 READS = 10  # of a whole answer, each at one high-water mark: a batch run publishes rarely
 
@@ -59,8 +60,9 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
                   truth: pd.DataFrame) -> list[str]:
     """Where the API's answer differs from the ground truth. Rows come from batch before the
     mark and real-time after it; exact measures equal the truth, the speed layer's distinct
-    counts are within 4 rsd (``distinct_tolerance``) and its percentiles within their rank
-    error (``quantile_rank_error``)."""
+    counts are within 4 rsd (``distinct_tolerance``), its percentiles within their rank
+    error (``quantile_rank_error``) and its top-k counts within the frequent-items sketch's
+    a-priori error (DataSketches' own figure for the view's ``top_k_lg_map_size``)."""
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
         return (window(row["window_start"]), *(str(row[d]) for d in view.dimensions))
 
@@ -79,6 +81,12 @@ def disagreements(view: ViewDefinition, rows: list[dict[str, Any]], mark: dateti
                                    m.percentile, view.quantile_rank_error):
                     problems.append(f"{k} {m.name}: {row[m.name]} from realtime is not the "
                                     f"p{m.percentile} within {view.quantile_rank_error:.4f}")
+                continue
+            if realtime and m.kind == "top_k":  # a frequent-items sketch: within its error
+                error = frequent_strings_sketch.get_epsilon_for_lg_size(view.top_k_lg_map_size)
+                if not top_k_admits(expected[k][f"{m.name}__counts"], row[m.name], m.k, error):
+                    problems.append(f"{k} {m.name}: {row[m.name]} from realtime is not a top "
+                                    f"{m.k} within {error:.4f} of the values counted")
                 continue
             want, got = expected[k][m.name], row[m.name]
             if realtime and m.kind == "distinct_count":  # a HyperLogLog sketch: within 4 rsd

@@ -143,6 +143,7 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
             "percentile": m.percentile, "k": m.k, "filter": m.filter,
             "exact_in_speed_layer": m.exact_in_speed_layer, "speed_layer_rsd": None,
             "speed_layer_rank_error": None, "speed_layer_relative_error": None,
+            "speed_layer_count_error": None,
             **m.measure_kind.stated_error(view),
         } for m in view.measures],
     }

@@ -9,10 +9,11 @@ and on a short schedule):
    ``serving_reconciliation`` table; the verdict is a quality-gate result (layer
    ``serving``) in the data-quality report. Exact measures must match; a distinct count
    may differ by ``serving.approx_tolerance_rsd`` times the view's relative standard
-   deviation. A real-time value *below* batch is only a warning when the speed layer
-   reported dropping events as too late (the batch layer includes them); a value above
-   batch, or a shortfall nothing explains, fails the gate. A view that joins reference
-   data joins as of event time in batch and as of processing time in the speed layer: a
+   deviation; the sketched kinds (percentiles, top-k) agree within their stated error
+   (``MeasureKind.reconciles``). A real-time value *below* batch is only a warning when
+   the speed layer reported dropping events as too late (the batch layer includes them);
+   a value above batch, or a shortfall nothing explains, fails the gate. A view that joins
+   reference data joins as of event time in batch and as of processing time in the speed layer: a
    difference in a member some key held or got after the window began (its attributes
    changed since) is **explained** (recorded with that severity, and a warning), as long
    as the view's counts and sums over all members of the window still agree (or fall short

@@ -236,8 +236,8 @@ def json_columns(page: pa.Table) -> pa.Table:
 
 
 def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """One column with JSON's types; a list's values too (``first_k``, ``last_k``), and a
-    struct's."""
+    """One column with JSON's types; a list's values too (``first_k``, ``last_k``, ``top_k``),
+    and a struct's (``top_k``'s value and count, a SQL answer's structs)."""
     if pa.types.is_timestamp(column.type):
         unit = pa.timestamp(_PRECISION.get(name, "ms"), tz="UTC")
         return pc.strftime(column.cast(unit, safe=False), format="%Y-%m-%dT%H:%M:%SZ")
@@ -247,7 +247,7 @@ def _json_column(name: str, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa
         lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         values = _json_column(name, lists.values)
         return type(lists).from_arrays(lists.offsets, values, mask=lists.is_null())
-    if pa.types.is_struct(column.type):  # a SQL answer's
+    if pa.types.is_struct(column.type):
         struct = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
         return pa.StructArray.from_arrays(

@@ -3,14 +3,16 @@
 ``aggregate(events, view)`` reads the definition (window, event types, derived columns,
 filters, dimensions, measures) and nothing else. The speed layer reads the same definition
 on Arrow, one micro-batch at a time (``lambdalake.speed.partials.partials_of``), where a
-distinct count is a HyperLogLog sketch instead of a count, a percentile a KLL sketch and a
-mean its moments (``lambdalake.views.measures``); expressions compile from one typed tree
-for both (``lambdalake.views.expressions``), and the convergence tests hold the two to the
-same answers.
+distinct count is a HyperLogLog sketch instead of a count, a percentile a KLL sketch, a
+top-k a frequent-items sketch and a mean its moments (``lambdalake.views.measures``);
+expressions compile from one typed tree for both (``lambdalake.views.expressions``), and
+the convergence tests hold the two to the same answers.
 """
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from lambdalake.views.definition import Measure, ViewDefinition
@@ -57,21 +59,39 @@ def filtered_events(events: DataFrame, view: ViewDefinition) -> DataFrame:
 
 
 def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:
-    """Rows of ``view`` (window_start, window_end, dimensions..., measures...) over ``events``."""
+    """Rows of ``view`` (window_start, window_end, dimensions..., measures...) over ``events``.
+
+    A measure whose kind aggregates apart (``top_k``) is its own aggregation of the same
+    events, joined to the rows by key."""
     from pyspark.sql import functions as F
 
-    window = F.window(F.col(view.event_time), f"{view.grain_seconds} seconds")
+    key = ["window", *view.dimensions]
     measured = filtered_events(events, view).withColumns(
-        {value_column(m): measured_values(view, m) for m in view.measures})
+        {value_column(m): measured_values(view, m) for m in view.measures}).withColumn(
+        "window", F.window(F.col(view.event_time), f"{view.grain_seconds} seconds"))
     types = dict(measured.dtypes)
-    return (
-        measured.groupBy(window.alias("window"), *view.dimensions)
-        .agg(*(m.measure_kind.batch_aggregate(m, value_column(m), types[value_column(m)])
-               .alias(m.name) for m in view.measures))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            *view.dimensions,
-            *(m.name for m in view.measures),
-        )
+    aggregates = [m.measure_kind.batch_aggregate(m, value_column(m), types[value_column(m)])
+                  .alias(m.name) for m in view.measures if not m.measure_kind.apart]
+    rows = (measured.groupBy(*key).agg(*aggregates) if aggregates
+            else measured.select(*key).distinct())
+    for m in view.measures:
+        if m.measure_kind.apart:
+            rows = joined_by_key(rows, m.measure_kind.batch_apart(
+                m, measured, key, value_column(m)), key)
+    return rows.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *view.dimensions,
+        *(m.name for m in view.measures),
     )
+
+
+def joined_by_key(rows: DataFrame, other: DataFrame, key: list[str]) -> DataFrame:
+    """``rows`` with the other columns of ``other``, matched on ``key`` null-safely (a
+    dimension may be NULL, and a NULL key is a key like any other)."""
+    from pyspark.sql import functions as F
+
+    renamed = other.withColumnsRenamed({column: f"_other_{column}" for column in key})
+    matched = reduce(operator.and_, (F.col(column).eqNullSafe(F.col(f"_other_{column}"))
+                                     for column in key))
+    return rows.join(renamed, matched, "left").drop(*(f"_other_{column}" for column in key))

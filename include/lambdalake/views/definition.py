@@ -8,7 +8,7 @@ no view's aggregation is written by hand, and tests hold the two readings to the
 answers. Definitions are checked against the event contracts when they
 load: every column must exist in the events the view reads, every measure's kind is one of
 ``lambdalake.views.measures.MEASURE_KINDS``, and sums, extremes and percentiles need
-numeric columns.
+numeric columns and ``top_k`` a STRING column.
 
 A view may join reference data (``joins``): an entity, the event column holding its key,
 and the entity's attributes the view uses as dimensions. The attributes become columns of
@@ -34,8 +34,20 @@ from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_valid
 
 from lambdalake.settings import PROJECT_ROOT
 from lambdalake.timeutil import duration_seconds
-from lambdalake.views.expressions import TIMESTAMP, Expression, ExpressionError, SqlType, typed
-from lambdalake.views.measures import MEASURE_KINDS, MeasureKind, quantile_rank_error
+from lambdalake.views.expressions import (
+    STRING,
+    TIMESTAMP,
+    Expression,
+    ExpressionError,
+    SqlType,
+    typed,
+)
+from lambdalake.views.measures import (
+    MEASURE_KINDS,
+    MeasureKind,
+    quantile_rank_error,
+    top_k_error,
+)
 
 if TYPE_CHECKING:
     from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, FieldRule
@@ -57,7 +69,7 @@ class Measure(BaseModel):
         None, description="count only these event types (default: all the view reads)"
     )
     percentile: float | None = Field(None, description="approx_percentile: which, in (0, 1)")
-    k: int | None = Field(None, description="first_k and last_k: how many values")
+    k: int | None = Field(None, description="first_k, last_k and top_k: how many values")
     filter: str | None = Field(
         None, description="aggregate only the events this SQL condition holds for "
         "(``lambdalake.views.expressions``)")
@@ -121,6 +133,11 @@ class ViewDefinition(BaseModel):
     quantile_sketch_k: int = Field(
         200, ge=8, le=65535,
         description="speed layer: the KLL sketch's k for percentiles (rank error 1.33 % at 200)",
+    )
+    top_k_lg_map_size: int = Field(
+        10, ge=3, le=16,
+        description="speed layer: log2 of the frequent-items sketch's counters for top_k "
+        "(count error 0.34 % of a key's values at 10; exact up to 768 distinct values)",
     )
 
     _typed: ViewExpressions | None = PrivateAttr(None)
@@ -203,6 +220,13 @@ class ViewDefinition(BaseModel):
         ``quantile_sketch_k``, 99 % confidence)."""
         return quantile_rank_error(self.quantile_sketch_k)
 
+    @property
+    def top_k_error(self) -> float:
+        """How far a count the speed layer answers for a ``top_k`` may be from the exact
+        count, as a fraction of the key's values (DataSketches' a-priori error of a
+        frequent-items sketch of 2^``top_k_lg_map_size`` counters)."""
+        return top_k_error(self.top_k_lg_map_size)
+
     def distinct_tolerance(self, exact: float, rsds: float) -> int:
         """How far the speed layer's estimate of a distinct count whose exact value is
         ``exact`` may be from it: ``rsds`` relative standard deviations, rounded up to a
@@ -241,7 +265,8 @@ class ViewDefinition(BaseModel):
             column_type = types.get(measure.column)
             if column_type is None:
                 problems.append(f"measure {measure.name!r}: no column {measure.column!r}")
-            elif measure.measure_kind.numeric_column and not column_type.numeric:
+            elif (measure.measure_kind.numeric_column and not column_type.numeric
+                  or measure.measure_kind.text_column and column_type != STRING):
                 problems.append(f"measure {measure.name!r}: {measure.kind} of "
                                 f"{column_type.ddl} column {measure.column!r}")
         names = [m.name for m in self.measures]

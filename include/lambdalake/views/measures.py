@@ -2,7 +2,7 @@
 
 A view's measures name a kind (``count``, ``sum``, ``min``, ``max``, ``distinct_count``,
 ``approx_percentile``, ``avg``, ``variance``, ``stddev``, ``first``, ``last``,
-``first_k``, ``last_k``). Like Chronon's aggregators and
+``first_k``, ``last_k``, ``top_k``). Like Chronon's aggregators and
 Summingbird's monoids, a kind is one object that knows
 
 * its **batch aggregate**: the exact Spark expression over an interval's events;
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 Bounds = tuple[int | float | None, int | float | None]
 PARAMETERS = ("percentile", "k")
@@ -77,6 +77,10 @@ class SketchSettings(Protocol):
     def quantile_sketch_k(self) -> int: ...
     @property
     def quantile_rank_error(self) -> float: ...
+    @property
+    def top_k_lg_map_size(self) -> int: ...
+    @property
+    def top_k_error(self) -> float: ...
     def distinct_tolerance(self, exact: float, rsds: float) -> int: ...
 
 
@@ -87,6 +91,8 @@ class MeasureKind:
     needs_column: ClassVar[bool] = True
     numeric_column: ClassVar[bool] = False
     """Only a numeric column can be measured (sums, extremes, percentiles)."""
+    text_column: ClassVar[bool] = False
+    """Only a STRING column can be measured (``top_k``: its sketch counts strings)."""
     exact_in_speed_layer: ClassVar[bool] = True
     additive: ClassVar[bool] = False
     """The values of disjoint groups add up to their union's (counts, sums)."""
@@ -108,6 +114,10 @@ class MeasureKind:
     ordered: ClassVar[bool] = False
     """A value of the kind depends on the events' order (``_Ordered``): the layers measure
     each value with its event's place in that order (``ORDER``)."""
+
+    apart: ClassVar[bool] = False
+    """The batch layer computes the kind in an aggregation of its own (``batch_apart``),
+    joined to the view's rows by key, not as one aggregate of the view's grouping."""
 
     takes: ClassVar[tuple[str, ...]] = ()
     """The measure's parameters the kind reads (``percentile``, ``k``): any other one a
@@ -133,6 +143,13 @@ class MeasureKind:
 
         aggregate: Column = getattr(F, self.spark_aggregate)(F.col(value))
         return aggregate
+
+    def batch_apart(self, measure: MeasureSpec, values: DataFrame, key: list[str],
+                    value: str) -> DataFrame:
+        """The exact value (column ``measure.name``) for every key (columns ``key``) of
+        ``values``, the view's events with the measure's values in column ``value``
+        (``apart`` kinds only)."""
+        raise NotImplementedError
 
     def partial_type(self, value_type: pa.DataType) -> pa.DataType:
         """The type of a partial of values of ``value_type`` (the measured column's, or for
@@ -616,9 +633,7 @@ class _SomeByOrder(_Ordered):
     takes = ("k",)
 
     def parameter_problems(self, measure: MeasureSpec) -> list[str]:
-        if measure.k is None or not 1 <= measure.k <= MAX_K:
-            return [f"measure {measure.name!r}: {self.name} needs a k from 1 to {MAX_K}"]
-        return []
+        return k_problems(self, measure)
 
     def batch_aggregate(self, measure: MeasureSpec, value: str, value_type: str) -> Column:
         from pyspark.sql import functions as F
@@ -674,7 +689,134 @@ class LastK(_SomeByOrder):
 
 
 MAX_K = 100
-"""The most values a ``first_k`` or ``last_k`` keeps: a real-time partial holds them all."""
+"""The most values a ``first_k``, ``last_k`` or ``top_k`` keeps: a real-time partial of the
+ordered kinds holds them all."""
+
+
+def k_problems(kind: MeasureKind, measure: MeasureSpec) -> list[str]:
+    """What is wrong with the ``k`` of a kind that keeps ``k`` values."""
+    if measure.k is None or not 1 <= measure.k <= MAX_K:
+        return [f"measure {measure.name!r}: {kind.name} needs a k from 1 to {MAX_K}"]
+    return []
+
+
+class TopK(MeasureKind):
+    """The ``k`` most frequent values of a STRING column, each with how many events have
+    it: a list of ``{value, count}``, most counted first, equal counts by value (ascending;
+    empty where no event has a value).
+
+    Exact in the batch layer: each value counted per key, ranked, the first ``k`` kept
+    (``batch_apart``). The speed layer's partial is a frequent-items sketch (DataSketches'
+    ``frequent_strings_sketch`` with a map of 2^``view.top_k_lg_map_size`` counters); its
+    final value is the k values it estimates most frequent, with those estimates. Each
+    estimate is within ``view.top_k_error`` × N of the value's count, N the values the
+    sketch counted (the sketch's a-priori error; merging adds none); a key with up to
+    0.75 × 2^lg distinct values (768 at the default 10) is counted exactly."""
+
+    name = "top_k"
+    text_column = True
+    exact_in_speed_layer = False
+    apart = True
+    micro_batch = "list"
+    combine = "list"
+    takes = ("k",)
+
+    def parameter_problems(self, measure: MeasureSpec) -> list[str]:
+        return k_problems(self, measure)
+
+    def batch_apart(self, measure: MeasureSpec, values: DataFrame, key: list[str],
+                    value: str) -> DataFrame:
+        """Counts per key and value (a null value counts 0, which keeps a key without
+        values, listed empty), ranked within each key, the first k collected in rank order:
+        an aggregation of the values' counts, which Spark spills, not a group's values held
+        in memory."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        assert measure.k is not None, "problems() requires a k"
+        counts = values.groupBy(*key, value).agg(F.count(value).alias("_count"))
+        rank = F.row_number().over(
+            Window.partitionBy(*key).orderBy(F.desc("_count"), F.asc(value)))
+        kept = counts.withColumn("_rank", rank).where(F.col("_rank") <= measure.k)
+        chosen = F.struct("_rank", F.col(value).alias("value"), F.col("_count").alias("count"))
+        listed = F.array_sort(F.collect_list(F.when(F.col("_count") > 0, chosen)))
+        return kept.groupBy(*key).agg(F.transform(listed, lambda c: F.struct(
+            c["value"].alias("value"), c["count"].alias("count"))).alias(measure.name))
+
+    def final_type(self, value_type: pa.DataType) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.list_(pa.struct([("value", pa.string()), ("count", pa.int64())]))
+
+    def sketch(self, values: Iterable[Any], view: SketchSettings, measure: MeasureSpec) -> bytes:
+        from datasketches import frequent_strings_sketch
+
+        sketch = frequent_strings_sketch(view.top_k_lg_map_size)
+        for value in values:
+            if value is not None:
+                sketch.update(value)
+        return bytes(sketch.serialize())
+
+    def merge(self, sketches: list[bytes], view: SketchSettings) -> bytes:
+        from datasketches import frequent_strings_sketch
+
+        combined = frequent_strings_sketch.deserialize(sketches[0])
+        for sketch in sketches[1:]:
+            combined.merge(frequent_strings_sketch.deserialize(sketch))
+        return bytes(combined.serialize())
+
+    def final(self, partial: Any, view: SketchSettings, measure: MeasureSpec) -> Any:
+        from datasketches import frequent_items_error_type, frequent_strings_sketch
+
+        if partial is None:
+            return None
+        assert measure.k is not None, "problems() requires a k"
+        # every value the sketch tracks (an upper bound above 0), with its estimate
+        tracked = frequent_strings_sketch.deserialize(partial).get_frequent_items(
+            frequent_items_error_type.NO_FALSE_NEGATIVES, 0)
+        ranked = sorted(((value, estimate) for value, estimate, _, _ in tracked),
+                        key=lambda pair: (-pair[1], pair[0]))
+        return [{"value": value, "count": count} for value, count in ranked[:measure.k]]
+
+    def bounds(self, column_bounds: Bounds) -> Bounds:
+        return None, None  # a list of text values and their counts
+
+    def stated_error(self, view: SketchSettings) -> dict[str, float]:
+        return {"speed_layer_count_error": view.top_k_error}
+
+    def reconciliation_rule(self, view: SketchSettings) -> str:
+        return (f"sketch: each count within {view.top_k_error:.4f} x the key's counted values "
+                f"of the batch count, and a value one layer lists and the other does not "
+                f"within that of the other's k-th count")
+
+    def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: Any,
+                   realtime: Any, partial: Any, tolerance_rsd: float) -> bool:
+        """The sketch's guarantee, read against batch's exact list: every estimate of a
+        value batch lists is within the tolerance (``top_k_error`` × N, N the sketch's
+        total) of its count; a value only real-time lists has a true count of at most
+        batch's k-th (0 if batch lists fewer than k), so its estimate is within the
+        tolerance of that; a value only batch lists was estimated at most real-time's k-th
+        (0 if it lists fewer: the sketch lost the value, whose count is then within the
+        tolerance), so its count is within the tolerance of that. An exact answer agrees."""
+        from datasketches import frequent_strings_sketch
+
+        weight = 0 if partial is None else frequent_strings_sketch.deserialize(partial).total_weight
+        tolerance = view.top_k_error * weight
+        exact = {chosen["value"]: chosen["count"] for chosen in batch or []}
+        estimated = {chosen["value"]: chosen["count"] for chosen in realtime or []}
+
+        def kth(listed: dict[str, int]) -> int:
+            return min(listed.values()) if len(listed) == measure.k else 0
+
+        return (all(abs(count - exact[value]) <= tolerance
+                    for value, count in estimated.items() if value in exact)
+                and all(count <= kth(exact) + tolerance
+                        for value, count in estimated.items() if value not in exact)
+                and all(count <= kth(estimated) + tolerance
+                        for value, count in exact.items() if value not in estimated))
+
+    def short_of_batch(self, drift: float) -> bool:
+        return True  # an event dropped as too late may have been of any value
 
 
 RELATIVE_ERROR = 1e-9
@@ -700,7 +842,7 @@ def unpack_moments(partial: bytes) -> tuple[int, Decimal, Decimal]:
 
 MEASURE_KINDS: dict[str, MeasureKind] = {kind.name: kind for kind in (
     Count(), Sum(), Minimum(), Maximum(), DistinctCount(), ApproxPercentile(), Average(),
-    Variance(), StandardDeviation(), First(), Last(), FirstK(), LastK())}
+    Variance(), StandardDeviation(), First(), Last(), FirstK(), LastK(), TopK())}
 """Every measure kind by name: what a view definition's ``kind`` may say."""
 
 
@@ -728,4 +870,12 @@ def quantile_rank_error(k: int) -> float:
     from datasketches import kll_doubles_sketch
 
     return float(kll_doubles_sketch.get_normalized_rank_error(k, False))
+
+
+def top_k_error(lg_map_size: int) -> float:
+    """The a-priori error of a frequent-items sketch of 2^``lg_map_size`` counters, as a
+    fraction of the values it counted (DataSketches: 3.5 / 2^lg, 0.0034 for 10)."""
+    from datasketches import frequent_strings_sketch
+
+    return float(frequent_strings_sketch.get_epsilon_for_lg_size(lg_map_size))
 

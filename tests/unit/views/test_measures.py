@@ -48,7 +48,7 @@ def purchases(amounts: list[Decimal], product: str = "p1") -> pa.Table:
 def test_every_kind_is_registered_under_its_own_name() -> None:
     assert set(MEASURE_KINDS) == {"count", "sum", "min", "max", "distinct_count",
                                   "approx_percentile", "avg", "variance", "stddev", "first",
-                                  "last", "first_k", "last_k"}
+                                  "last", "first_k", "last_k", "top_k"}
     assert all(kind.name == name for name, kind in MEASURE_KINDS.items())
 
 
