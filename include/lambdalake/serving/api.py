@@ -48,6 +48,14 @@ from lambdalake.quality.docs import CDN_ASSETS, local_name
 from lambdalake.quality.history import read_results, read_verdicts
 from lambdalake.quality.report import recent
 from lambdalake.quality.verdict import LAYERS
+from lambdalake.serving.answers import (
+    GateVerdict,
+    Health,
+    RowsPage,
+    SqlAnswer,
+    ViewDescription,
+    ViewFreshness,
+)
 from lambdalake.serving.freshness import view_freshness
 from lambdalake.serving.metrics import PlatformCollector
 from lambdalake.serving.query import QueryError, UnknownView, parse_query, run_query
@@ -87,21 +95,6 @@ class SqlRequest(BaseModel):
         "SELECT page, sum(views) AS views FROM page_traffic GROUP BY page ORDER BY views DESC"])
     max_rows: int | None = Field(None, ge=1, description="at most this many rows (and never "
                                  "more than serving.sql_max_rows)")
-
-
-class SqlColumn(BaseModel):
-    name: str
-    type: str = Field(description="DuckDB's name of the column's type")
-
-
-class SqlAnswerModel(BaseModel):
-    """A query's rows as JSON objects, in the query's order."""
-
-    columns: list[SqlColumn]
-    rows: list[dict[str, Any]]
-    truncated: bool = Field(description="more rows matched than max_rows")
-    views: dict[str, dict[str, Any]] = Field(
-        description="per view queried, the snapshot it was read from (as the rows API's)")
 
 
 SQL_REFUSED: dict[int | str, dict[str, Any]] = {
@@ -250,7 +243,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, f"no view {name!r} (views: {', '.join(sorted(views))})")
         return views[name]
 
-    @app.get("/health", responses=NO_SNAPSHOT)
+    @app.get("/health", response_model=None, responses={200: {"model": Health}, **NO_SNAPSHOT})
     def health() -> dict[str, Any]:
         """Whether snapshots are being refreshed (503 while none was taken)."""
         if refresher.last_success is None and refresher.last_error is not None:
@@ -258,15 +251,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "last_refresh": refresher.last_success,
                 "last_error": refresher.last_error}
 
-    @guarded.get("/views")
+    @guarded.get("/views", response_model=None,
+                 responses={200: {"model": list[ViewDescription]}})
     def list_views() -> list[dict[str, Any]]:
         return [describe_view(views[name]) for name in sorted(views)]
 
-    @guarded.get("/views/{view}", responses=NO_VIEW)
+    @guarded.get("/views/{view}", response_model=None,
+                 responses={200: {"model": ViewDescription}, **NO_VIEW})
     def get_view(view: str) -> dict[str, Any]:
         return describe_view(view_or_404(view))
 
-    @guarded.get("/views/{view}/rows", responses={**NO_VIEW, **BAD_QUERY})
+    @guarded.get("/views/{view}/rows",
+                 responses={200: {"model": RowsPage}, **NO_VIEW, **BAD_QUERY})
     async def rows(
         view: str,
         start: Annotated[TimeText | None, Query(alias="from", description="ISO-8601, "
@@ -299,7 +295,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"view": result.view, "rows": result.rows,
                              "next_offset": result.next_offset, "snapshot": result.snapshot})
 
-    @guarded.get("/freshness")
+    @guarded.get("/freshness", response_model=None,
+                 responses={200: {"model": dict[str, ViewFreshness]}})
     def freshness() -> dict[str, Any]:
         """Per view: where batch ends, how recent real-time is, the speed layer's state.
         Ages are measured after the snapshots are read, so none is negative however the
@@ -311,7 +308,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {name: view_freshness(snapshot, speed.get(name, {}), now, waiting[name])
                 for name, snapshot in snapshots.items()}
 
-    @guarded.get("/quality/results", responses=BAD_QUERY)
+    @guarded.get("/quality/results", response_model=None,
+                 responses={200: {"model": list[GateVerdict]}, **BAD_QUERY})
     def quality_results(
         layer: Annotated[Literal[LAYERS] | None, Query(  # type: ignore[valid-type]
             description="only this layer's gates")] = None,
@@ -327,7 +325,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     sql = SqlRunner(store, views, settings.serving)
 
-    @guarded.post("/sql", responses={200: {"model": SqlAnswerModel}, **SQL_REFUSED})
+    @guarded.post("/sql", responses={200: {"model": SqlAnswer}, **SQL_REFUSED})
     def run_sql(request: SqlRequest) -> JSONResponse:
         """A read-only SQL query (DuckDB's dialect) over the merged views, read from the
         snapshots the rows API serves: each view a table of its rows with ``source``,
