@@ -33,6 +33,9 @@ class ExpectationOutcome:
     unexpected_count: int | None = None
     samples: list[Any] = field(default_factory=list)  # a few unexpected values or rows
     error: str | None = None        # set when the expectation raised instead of evaluating
+    explained_by: dict[str, int] = field(default_factory=dict)
+    """An explained drift's reach: per joined entity, how many of its changed keys explain
+    the differing rows (``serving.maintenance``); empty for every other outcome."""
 
     def describe(self) -> str:
         if self.error is not None:
@@ -42,10 +45,20 @@ class ExpectationOutcome:
             parts.append(f"{self.unexpected_count} unexpected")
         elif self.observed is not None:
             parts.append(f"observed {self.observed}")
+        if self.explained_by:
+            parts.append(explanation(self.explained_by))
         if self.samples:
             parts.append(f"e.g. {self.samples}")
         detail = ", ".join(parts) or "failed"
         return f"{self.check} ({self.expectation}): {detail} [{self.rule}]"
+
+
+def explanation(explained_by: Mapping[str, int]) -> str:
+    """``explained by 3 changed product keys``: how far an explained drift's explanation
+    reaches, in the task log and in every report."""
+    reach = " and ".join(f"{count} changed {entity} key{'s' * (count != 1)}"
+                         for entity, count in sorted(explained_by.items()))
+    return f"explained by {reach}"
 
 
 LAYERS = ("bronze", "reference", "batch", "realtime", "serving", "restatement")
@@ -108,7 +121,8 @@ class GateResult:
             return {"check": o.check, "expectation": o.expectation, "column": o.column,
                     "severity": o.severity, "rule": o.rule, "observed": json_ready(o.observed),
                     "unexpected_count": o.unexpected_count, "samples": json_ready(o.samples),
-                    "error": o.error}
+                    "error": o.error, **({"explained_by": o.explained_by} if o.explained_by
+                                         else {})}
 
         return {
             "layer": self.layer, "subject": self.subject, "start": self.start.isoformat(),

@@ -178,8 +178,8 @@ def drift_rows(snapshot: ViewSnapshot, closed_before: datetime) -> list[dict[str
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-ChangedMembers = Callable[[Join, datetime], set[tuple[str, ...]]]
-"""The members of a join that keys changing after a moment held from it on
+ChangedMembers = Callable[[Join, datetime], dict[tuple[str, ...], set[str]]]
+"""Per member of a join, the keys changing after a moment that held it from it on
 (``views.enrichment.members_changed_after``)."""
 
 
@@ -188,10 +188,13 @@ def judge(
     checked_at: datetime, changed_members: ChangedMembers | None = None,
 ) -> list[dict[str, Any]]:
     """The differing (key, measure) pairs, each with its severity (see the module docstring);
-    each measure's kind decides what agrees (``MeasureKind.reconciles``)."""
-    members: dict[tuple[int, datetime], set[tuple[str, ...]]] = {}
+    each measure's kind decides what agrees (``MeasureKind.reconciles``). An explained pair
+    also names the changed keys that explain it (``explained_by``: per joined entity, not
+    written to the reconciliation table), so a report can say how far the explanation
+    reaches."""
+    members: dict[tuple[int, datetime], dict[tuple[str, ...], set[str]]] = {}
 
-    def changed(join: Join, moment: datetime) -> set[tuple[str, ...]]:
+    def changed(join: Join, moment: datetime) -> dict[tuple[str, ...], set[str]]:
         key = (view.joins.index(join), moment)
         if key not in members:
             assert changed_members is not None
@@ -213,9 +216,11 @@ def judge(
             relative = absolute / batch if numbers and batch else None
             severity = "critical"
             balanced = (row["window_start"], _others(view, row), measure.name) not in unbalanced
-            if changed_members is not None and balanced and any(
-                    _members(join, row) in changed(join, row["window_start"])
-                    for join in view.joins):
+            explained_by = {
+                join.entity: sorted(keys) for join in view.joins
+                if (keys := changed(join, row["window_start"]).get(_members(join, row)))
+            } if changed_members is not None and balanced else {}
+            if explained_by:
                 severity = "explained"
             elif late_rows_dropped > 0 and kind.short_of_batch(absolute):
                 severity = "warning"
@@ -228,6 +233,7 @@ def judge(
                 "severity": severity, "checked_at": checked_at,
                 "batch_text": None if numbers else _json_text(batch),
                 "realtime_text": None if numbers else _json_text(realtime),
+                **({"explained_by": explained_by} if explained_by else {}),
             })
     return drifts
 
@@ -276,6 +282,15 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str)
 
 
+def _keys_text(explained_by: dict[str, list[str]], shown: int = 5) -> str:
+    """``product: p1, p7`` (at most ``shown`` keys per entity, then how many more): the keys
+    that explain one sample row."""
+    return "; ".join(
+        f"{entity}: {', '.join(keys[:shown])}"
+        + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
+        for entity, keys in sorted(explained_by.items()))
+
+
 def gate_result(
     view: ViewDefinition, compared: list[dict[str, Any]], drifts: list[dict[str, Any]],
     late_rows_dropped: int, start: datetime, end: datetime, began: float,
@@ -299,12 +314,19 @@ def gate_result(
             samples = [{"window_start": str(d["window_start"]), "dimensions": d["dimensions"],
                         **{f"{layer}_value": str(d[f"{layer}_value"] if d[f"{layer}_text"] is None
                                                  else d[f"{layer}_text"])
-                           for layer in ("batch", "realtime")}} for d in mine[:_SAMPLES]]
+                           for layer in ("batch", "realtime")},
+                        **({"changed_keys": _keys_text(d["explained_by"])}
+                           if "explained_by" in d else {})} for d in mine[:_SAMPLES]]
+            reach: dict[str, set[str]] = {}
+            for d in mine:
+                for entity, keys in d.get("explained_by", {}).items():
+                    reach.setdefault(entity, set()).update(keys)
             outcomes[severity].append(ExpectationOutcome(
                 f"drift:{measure.name}" + (":explained" if severity == "explained" else ""),
                 "reconcile_realtime_with_batch", measure.name,
                 "critical" if severity == "critical" else "warning",
-                rule, unexpected_count=len(mine), samples=samples))
+                rule, unexpected_count=len(mine), samples=samples,
+                explained_by={entity: len(keys) for entity, keys in reach.items()}))
     return GateResult("serving", view.name, start, end, success=not outcomes["critical"],
                       critical_failures=outcomes["critical"],
                       warnings=[*outcomes["warning"], *outcomes["explained"], *stale],

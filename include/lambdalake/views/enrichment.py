@@ -81,22 +81,24 @@ def as_of_now(events: pa.Table, view: ViewDefinition, current: CurrentAttributes
 
 
 def members_changed_after(settings: Settings, join: Join, moment: datetime
-                          ) -> set[tuple[str, ...]]:
-    """The values of ``join``'s attributes (a tuple per version; all ``UNKNOWN_MEMBER`` for
-    a key that had none for a while) that keys changing after ``moment`` held from it on.
-    An event after ``moment`` counts under one of them as of its time (batch) and may count
-    under another as of processing (speed layer); every other member agrees."""
-    members: set[tuple[str, ...]] = set()
+                          ) -> dict[tuple[str, ...], set[str]]:
+    """Per value of ``join``'s attributes (a tuple per version; all ``UNKNOWN_MEMBER`` for
+    a key that had none for a while), the keys changing after ``moment`` that held it from
+    it on. An event after ``moment`` counts under one of them as of its time (batch) and
+    may count under another as of processing (speed layer); every other member agrees.
+    The keys say how far such an explanation reaches (reconciliation reports them)."""
+    members: dict[tuple[str, ...], set[str]] = {}
     versions: dict[str, list[dict[str, Any]]] = {}
     for row in versions_changing_after(settings, join.entity, join.attributes, moment):
-        members.add(tuple(str(row[a]) for a in join.attributes))
-        versions.setdefault(str(row["entity_key"]), []).append(row)
-    for timeline in versions.values():
+        key = str(row["entity_key"])
+        members.setdefault(tuple(str(row[a]) for a in join.attributes), set()).add(key)
+        versions.setdefault(key, []).append(row)
+    for key, timeline in versions.items():
         timeline.sort(key=lambda row: row["valid_from"])
         gaps = [timeline[0]["valid_from"] > moment,
                 timeline[-1]["valid_to"] is not None,
                 *(before["valid_to"] != after["valid_from"]
                   for before, after in zip(timeline, timeline[1:], strict=False))]
         if any(gaps):
-            members.add((UNKNOWN_MEMBER,) * len(join.attributes))
+            members.setdefault((UNKNOWN_MEMBER,) * len(join.attributes), set()).add(key)
     return members

@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 from lambdalake.quality.history import read_results
 from lambdalake.serving.maintenance import (
     RECONCILIATION_TABLE,
+    gate_result,
     judge,
     maintain,
     maintain_views,
@@ -116,6 +117,28 @@ def test_a_double_count_fails_and_a_shortfall_is_explained_only_by_late_drops(
         ('{"page":"/a"}', 2.0, "critical"), ('{"page":"/b"}', -1.0, "warning")]
 
 
+def test_an_explained_drift_says_how_many_changed_keys_explain_it() -> None:
+    """Books lost two orders to toys, which gained two: two products changed category since
+    the window began, p1 held books, p2 books and then toys, p3 toys. The warning names
+    the three keys its explanation covers, each sample row its own."""
+    view = load_views()["product_sales_by_category"]
+    moved = [category_row("books", 5, 3), category_row("toys", 2, 4)]
+    changed = {("books",): {"p1", "p2"}, ("toys",): {"p2", "p3"}}
+    drifts = judge(view, moved, 0, 4.0, hour(3), lambda _join, _moment: changed)
+    assert {(json.loads(d["dimensions"])["category"], tuple(d["explained_by"]["product"]))
+            for d in drifts if d["measure"] == "orders"} == {
+        ("books", ("p1", "p2")), ("toys", ("p2", "p3"))}
+    gate = gate_result(view, moved, drifts, 0, hour(0), hour(1), 0.0, [])
+    assert gate.success
+    orders = next(o for o in gate.warnings if o.check == "drift:orders:explained")
+    assert (orders.unexpected_count, orders.explained_by) == (2, {"product": 3})
+    assert sorted(s["changed_keys"] for s in orders.samples) == ["product: p1, p2",
+                                                                 "product: p2, p3"]
+    assert "2 unexpected, explained by 3 changed product keys" in orders.describe()
+    [recorded] = [o for o in gate.to_json()["warnings"] if o["check"] == "drift:orders:explained"]
+    assert recorded["explained_by"] == {"product": 3}
+
+
 def test_a_layer_behind_its_promise_is_a_freshness_warning(lake: Settings) -> None:
     view = load_views()["page_traffic"]
     write_batch(lake, [(0, "/a", 10)])
@@ -169,9 +192,9 @@ def test_a_join_s_moved_events_are_explained_by_reference_changes_lost_ones_are_
              category_row("garden", 1, 1)]
     asked: list[datetime] = []
 
-    def changed(_join: object, moment: datetime) -> set[tuple[str, ...]]:
+    def changed(_join: object, moment: datetime) -> dict[tuple[str, ...], set[str]]:
         asked.append(moment)
-        return {("books",), ("toys",)}
+        return {("books",): {"p1", "p2"}, ("toys",): {"p2", "p3"}}
 
     drifts = judge(view, moved, 0, 4.0, hour(3), changed)
     assert {(json.loads(d["dimensions"])["category"], d["severity"]) for d in drifts} == {
@@ -179,7 +202,7 @@ def test_a_join_s_moved_events_are_explained_by_reference_changes_lost_ones_are_
     assert asked == [hour(0)]  # once per window and join
     # a member no change touched is a real failure
     assert {d["severity"] for d in judge(view, moved, 0, 4.0, hour(3),
-                                         lambda _j, _m: {("books",)})} == {
+                                         lambda _j, _m: {("books",): {"p1"}})} == {
         "explained", "critical"}
     # members touched, but an order lost over the window: not a move
     lost = [category_row("books", 5, 3), category_row("toys", 2, 3)]

@@ -18,7 +18,7 @@ LONG_AGO = MOMENT - timedelta(days=1)
 JOIN = Join(entity="product", key="product_id", attributes=["category"])
 
 
-def test_members_of_keys_changed_after_the_moment_and_unknown_for_gaps(
+def test_members_of_keys_changed_after_the_moment_with_those_keys_unknown_for_gaps(
     tmp_path: Path, make_settings: MakeSettings,
 ) -> None:
     settings = make_settings()
@@ -40,6 +40,8 @@ def test_members_of_keys_changed_after_the_moment_and_unknown_for_gaps(
         "category": [v[3] for v in versions] + [None],
     }), partition_by=["entity"])
     assert members_changed_after(settings, JOIN, MOMENT) == {
-        ("fashion",), ("garden",), ("electronics",), ("toys",), (UNKNOWN_MEMBER,)}
-    assert members_changed_after(settings, JOIN, later[3]) == set()
-    assert members_changed_after(make_settings(state_dir=tmp_path / "none"), JOIN, MOMENT) == set()
+        ("fashion",): {"recategorised"}, ("garden",): {"recategorised"},
+        ("electronics",): {"deleted"}, ("toys",): {"created"},
+        (UNKNOWN_MEMBER,): {"deleted", "created"}}
+    assert members_changed_after(settings, JOIN, later[3]) == {}
+    assert members_changed_after(make_settings(state_dir=tmp_path / "none"), JOIN, MOMENT) == {}
