@@ -739,7 +739,7 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
             page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
             page.goto(f"{base}/plugin/data-quality")  # the nav entry: the page in an iframe
             frame = page.frame_locator("iframe").first
-            frame.get_by_text("Recent validations").wait_for(timeout=60_000)
+            frame.get_by_text("Most recently recorded validations").wait_for(timeout=60_000)
             text = frame.locator("body").inner_text()
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shot = SCREENSHOTS / "data-quality-page.png"

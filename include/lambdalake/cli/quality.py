@@ -25,7 +25,7 @@ def positive_int(text: str) -> int:
 
 
 def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
-    """The recorded quality-gate results, newest first."""
+    """The recorded quality-gate results, most recently recorded first."""
     from lambdalake.quality.history import read_results
     from lambdalake.quality.report import recent, table
 
@@ -48,7 +48,8 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: Commands) -> None:
-    quality = commands.add_parser("quality", help="recorded quality-gate results, newest first")
+    quality = commands.add_parser(
+        "quality", help="recorded quality-gate results, most recently recorded first")
     quality.add_argument("--layer", choices=LAYERS)
     quality.add_argument("--subject", help="a view's name, or bronze_events")
     quality.add_argument("--failed", action="store_true", help="only the failed gates")
@@ -56,5 +57,7 @@ def add_commands(commands: Commands) -> None:
     quality.add_argument("--format", choices=["table", "json"], default="table")
     quality.set_defaults(run=cmd_quality)
     report = commands.add_parser("report", help="quality summary + HTML report with Data Docs")
-    report.add_argument("--newest", type=int, default=10, help="how many recent results to list")
+    report.add_argument("--newest", type=positive_int, default=10,
+                        help="how many of the most recently recorded results, and of the "
+                             "failures and the warnings, to list")
     report.set_defaults(run=cmd_report)

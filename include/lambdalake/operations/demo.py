@@ -187,12 +187,13 @@ def show_answer(settings: Settings, url: str, echo: Callable[[str], None]) -> No
 
 
 def quality_summary(settings: Settings, echo: Callable[[str], None]) -> None:
-    """The gate results recorded so far: per layer, then the newest few."""
+    """The gate results recorded so far (``report.summary``), indented (blank lines kept
+    blank)."""
     from lambdalake.quality.history import read_results, results_path
     from lambdalake.quality.page import write_report
     from lambdalake.quality.report import summary
 
-    echo("\n".join(f"  {line}" for line in summary(read_results(settings))))
+    echo("\n".join(f"  {line}" if line else "" for line in summary(read_results(settings))))
     echo(f"  all of them: lambdalake quality (history in {results_path(settings)})")
     echo(f"  report with Data Docs: {write_report(settings)}")
 

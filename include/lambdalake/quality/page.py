@@ -5,10 +5,11 @@ It reads the gate results the layers record (``lambdalake.quality.history``) and
 plain HTML with inline styles — nothing is loaded from the network, so the page works
 offline. Pages:
 
-- ``/`` — per layer and subject the newest interval (in event time) with its verdict and
-  a trend of recent verdicts, the late rows waiting for restatement per view and the
-  recent restatements, the failing expectations and apart from them the warnings (one
-  row per slice, interval and expectation, with sample values), and the recent
+- ``/`` — per layer and subject the newest data interval (in event time) with its
+  verdict and a trend of the verdicts as recorded, the late rows waiting for restatement
+  per view and the recent restatements, the failures and apart from them the warnings of
+  the most recently recorded validations (one row per slice, interval and expectation,
+  saying how often and when it was recorded, with sample rows as tables), and those
   validations;
   ``?layer=`` and ``?subject=`` narrow it;
 - ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
@@ -33,7 +34,15 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from lambdalake.quality.docs import docs_dir
 from lambdalake.quality.history import read_results
-from lambdalake.quality.report import recent, verdict
+from lambdalake.quality.report import (
+    found,
+    moment,
+    outcomes,
+    per_subject,
+    recent,
+    samples_table,
+    verdict,
+)
 from lambdalake.settings import Settings, get_settings
 from lambdalake.timeutil import iso_utc
 
@@ -68,81 +77,74 @@ def latest_per_subject(results: list[dict[str, Any]]) -> str:
     """One row per (layer, subject): its newest data interval and the verdict last recorded
     for it (a restatement of an older interval, recorded later, does not take its place),
     a trend of the recent verdicts in the order they were recorded, failures."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for result in recent(results, limit=len(results)):  # newest first
-        groups.setdefault((result["layer"], result["subject"]), []).append(result)
     rows = []
-    for (layer, subject), group in sorted(groups.items()):
-        newest = max(group, key=lambda r: (r["end"], r["start"]))  # ties: the last recorded
+    for one in per_subject(results):
         trend = "".join(
             f'<span class="mark {status(r)}" title="{escape(interval(r))}: '
-            f'{escape(verdict(r))}"></span>' for r in reversed(group[:TREND_LENGTH]))
-        failed = sum(not r["success"] for r in group)
+            f'{escape(verdict(r))}"></span>' for r in reversed(one.recorded[:TREND_LENGTH]))
+        failed = sum(not r["success"] for r in one.recorded)
         rows.append(
-            f"<tr><td>{escape(layer)}</td><td>{escape(subject)}</td>"
-            f"<td>{escape(interval(newest))}</td>"
-            f'<td class="{status(newest)}">{escape(verdict(newest))}</td>'
-            f"<td>{trend}</td><td>{failed} of {len(group)}</td></tr>")
-    return _table(["layer", "subject", "newest interval", "its verdict",
-                   f"last {TREND_LENGTH} (oldest → newest)", "failed"], rows)
+            f"<tr><td>{escape(one.layer)}</td><td>{escape(one.subject)}</td>"
+            f"<td>{escape(interval(one.newest))}</td>"
+            f'<td class="{status(one.newest)}">{escape(verdict(one.newest))}</td>'
+            f"<td>{trend}</td><td>{failed} of {len(one.recorded)}</td></tr>")
+    return _table(["layer", "subject", "newest data interval", "its verdict",
+                   f"last {TREND_LENGTH} recorded (earliest → latest)", "failed"], rows)
 
 
-OUTCOMES = {"critical": ("critical_failures", "failed", "No failing expectations."),
-            "warning": ("warnings", "warning", "No warnings.")}
+OUTCOMES = {"critical": ("Failures (critical)", "failed", "No failing expectations."),
+            "warning": ("Warnings", "warning", "No warnings.")}
 
 
 def expectation_outcomes(results: list[dict[str, Any]], severity: str,
                          limit: int = 30) -> str:
-    """The results' outcomes of one ``severity`` (``critical``: what failed a gate;
-    ``warning``), newest first, one row per slice, interval and expectation: a check that
-    warned on the same interval at every run is one row that says how often."""
-    field, css, none = OUTCOMES[severity]
-    found: dict[tuple[str, ...], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    for result in recent(results, limit=len(results)):  # newest first
-        for outcome in result[field]:
-            key = (result["layer"], result["subject"], result["start"], result["end"],
-                   outcome["check"])
-            found.setdefault(key, []).append((result, outcome))
+    """The section of the results' outcomes of one ``severity`` (``critical``: what failed
+    a gate; ``warning``), most recently recorded first, one row per slice, interval and
+    expectation: a check that warned on the same interval at every run is one row that
+    says how often and when last."""
+    title, css, none = OUTCOMES[severity]
+    repeated = outcomes(results, severity)
+    shown = repeated[:limit]
+    heading = (f"<h2>{title}, most recently recorded first "
+               f"({len(shown)} of {len(repeated)})</h2>")
+    if not shown:
+        return f'{heading}<p class="{"passed" if severity == "critical" else "muted"}">{none}</p>'
     rows = []
-    for repeats in list(found.values())[:limit]:
-        result, outcome = repeats[0]
-        seen = (outcome.get("error") or
-                (f"{outcome['unexpected_count']} unexpected"
-                 if outcome.get("unexpected_count") is not None
-                 else f"observed {outcome.get('observed')}"))
-        times = f" <span class=muted>({len(repeats)} times)</span>" if len(repeats) > 1 else ""
+    for one in shown:
+        result, outcome = one.result, one.outcome
+        times = (f"<br><span class=muted>{one.times} times, first "
+                 f"{escape(moment(one.first_recorded))}</span>" if one.times > 1 else "")
         rows.append(
             f"<tr><td>{escape(result['layer'])} {escape(result['subject'])}</td>"
             f"<td>{escape(interval(result))}</td>"
             f'<td class="{css}">{severity}</td><td><code>{escape(outcome["check"])}'
-            f"</code>{times}<br><span class=muted>{escape(outcome.get('rule') or '')}</span>"
-            f"</td><td>{escape(str(seen))}</td><td>{samples_html(outcome.get('samples'))}</td>"
-            "</tr>")
-    if not rows:
-        return f'<p class="{"passed" if severity == "critical" else "muted"}">{none}</p>'
-    return _table(["slice", "interval", "severity", "expectation", "found", "samples"], rows)
+            f"</code><br><span class=muted>{escape(outcome.get('rule') or '')}</span>"
+            f"</td><td>{escape(found(outcome))}</td>"
+            f"<td>{samples_html(outcome.get('samples') or [])}</td>"
+            f"<td>{escape(moment(result['recorded_at']))}{times}</td></tr>")
+    return heading + _table(["slice", "interval", "severity", "expectation", "found",
+                             "samples", "last recorded (UTC)"], rows)
 
 
-def samples_html(samples: list[Any] | None) -> str:
-    """Sample values as a small table when they are rows (dicts), else a list of values."""
-    samples = samples or []
-    if samples and all(isinstance(sample, dict) for sample in samples):
-        columns = list(dict.fromkeys(key for sample in samples for key in sample))
-        return _table(columns, ["<tr>" + "".join(f"<td>{escape(str(sample.get(c)))}</td>"
-                                                 for c in columns) + "</tr>"
-                                for sample in samples])
-    return ", ".join(f"<code>{escape(str(sample))}</code>" for sample in samples)
+def samples_html(samples: list[Any]) -> str:
+    """An outcome's samples as a small table (``report.samples_table``), empty without."""
+    if not samples:
+        return ""
+    header, rows = samples_table(samples)
+    return _table(header, ["<tr>" + "".join(f"<td>{escape(value)}</td>" for value in row)
+                           + "</tr>" for row in rows])
 
 
 def validations(results: list[dict[str, Any]], docs_url: str = "docs") -> str:
-    """One row per validation, newest first, linking its Data Docs page under ``docs_url``."""
+    """One row per validation, most recently recorded first, linking its Data Docs page
+    under ``docs_url``."""
     rows = []
     for result in recent(results, limit=len(results)):
         page = result.get("docs")
         docs = (f'<a href="{escape(docs_url)}/{escape(page)}" target=_blank>Data Docs</a>'
                 if page else "")
         rows.append(
-            f"<tr><td>{escape(result['recorded_at'][:19].replace('T', ' '))}</td>"
+            f"<tr><td>{escape(moment(result['recorded_at']))}</td>"
             f"<td>{escape(result['layer'])}</td><td>{escape(result['subject'])}</td>"
             f"<td>{escape(interval(result))}</td><td>{result['rows']}</td>"
             f'<td class="{status(result)}">{escape(verdict(result))}</td>'
@@ -182,7 +184,7 @@ def late_rows_of(settings: Settings) -> str:
 
 def late_rows(waiting: list[Waiting], restatements: list[dict[str, Any]],
               limit: int = 10) -> str:
-    """Per view, the late rows waiting; the newest restatements (interval, late rows taken
+    """Per view, the late rows waiting; the latest restatements (interval, late rows taken
     in, run)."""
     shown = _table(
         ["view", "late rows", "events", "published windows", "oldest window",
@@ -191,7 +193,7 @@ def late_rows(waiting: list[Waiting], restatements: list[dict[str, Any]],
          f"{w.rows}</td><td>{w.events}</td><td>{len(w.windows)}</td>"
          f"<td>{_moment(w.oldest)}</td><td>{_moment(w.waiting_since)}</td></tr>"
          for w in sorted(waiting, key=lambda w: w.view)])
-    newest = restatements[::-1][:limit]
+    latest = restatements[::-1][:limit]
     done = _table(["restated at", "view", "interval", "late rows", "events",
                    "bronze version", "run"],
                   [f"<tr><td>{r['restated_at']:%Y-%m-%d %H:%M:%S}</td>"
@@ -199,8 +201,8 @@ def late_rows(waiting: list[Waiting], restatements: list[dict[str, Any]],
                    f"{r['interval_end']:%Y-%m-%d %H:%M}</td><td>{r['late_rows']}</td>"
                    f"<td>{r['late_events']}</td><td>{r['computed_from']} → "
                    f"{r['bronze_version']}</td><td>{escape(r['run_id'])}</td></tr>"
-                   for r in newest]) if newest else "<p class=muted>None yet.</p>"
-    return shown + f"<h2>Recent restatements ({len(newest)} of {len(restatements)})</h2>" + done
+                   for r in latest]) if latest else "<p class=muted>None yet.</p>"
+    return shown + f"<h2>Recent restatements ({len(latest)} of {len(restatements)})</h2>" + done
 
 
 def _moment(moment: datetime | None) -> str:
@@ -210,18 +212,17 @@ def _moment(moment: datetime | None) -> str:
 def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50,
                   late: str = "") -> str:
     """The overview: per layer and subject, late rows (``late``: the ``late_rows``
-    section), failing expectations, the newest validations."""
+    section), the failures and the warnings of the ``limit`` most recently recorded
+    validations, and those validations."""
     late = f"<h2>Late rows waiting for restatement</h2>{late}" if late else ""
     if not results:
         return _page("Data quality", "<p class=muted>No validation recorded yet.</p>" + late)
-    newest = recent(results, limit=limit)
+    latest = recent(results, limit=limit)
     return _page("Data quality", (
         "<h2>Per layer and subject</h2>" + latest_per_subject(results) + late
-        + "<h2>Failing expectations (newest first)</h2>"
-        + expectation_outcomes(newest, "critical")
-        + "<h2>Warnings (newest first)</h2>" + expectation_outcomes(newest, "warning")
-        + f"<h2>Recent validations ({len(newest)} of {len(results)})</h2>"
-        + validations(newest, docs_url)))
+        + expectation_outcomes(latest, "critical") + expectation_outcomes(latest, "warning")
+        + f"<h2>Most recently recorded validations ({len(latest)} of {len(results)})</h2>"
+        + validations(latest, docs_url)))
 
 
 def write_report(settings: Settings, limit: int = 200) -> Path:
@@ -259,8 +260,7 @@ def create_quality_app(
         title = f"Data quality of {dag_id} run {run_id}"
         if not results:
             return _page(title, "<p class=muted>This run recorded no validation.</p>")
-        return _page(title, "<h2>Failing expectations</h2>"
-                     + expectation_outcomes(results, "critical") + "<h2>Warnings</h2>"
+        return _page(title, expectation_outcomes(results, "critical")
                      + expectation_outcomes(results, "warning") + "<h2>Validations</h2>"
                      + validations(results, _docs_url(request)))
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lambdalake.lake.bronze import BRONZE_TABLE
+from lambdalake.quality.report import explanation
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -51,14 +52,6 @@ class ExpectationOutcome:
             parts.append(f"e.g. {self.samples}")
         detail = ", ".join(parts) or "failed"
         return f"{self.check} ({self.expectation}): {detail} [{self.rule}]"
-
-
-def explanation(explained_by: Mapping[str, int]) -> str:
-    """``explained by 3 changed product keys``: how far an explained drift's explanation
-    reaches, in the task log and in every report."""
-    reach = " and ".join(f"{count} changed {entity} key{'s' * (count != 1)}"
-                         for entity, count in sorted(explained_by.items()))
-    return f"explained by {reach}"
 
 
 LAYERS = ("bronze", "reference", "batch", "realtime", "serving", "restatement")

@@ -9,7 +9,7 @@ Endpoints (the OpenAPI document is at ``/openapi.json``, interactive docs at ``/
 - ``GET /freshness``: per view, the batch high-water mark, the newest real-time write and
   the speed layer's own status; ``GET /health``;
 - ``GET /quality/results?layer=&subject=&failed=&limit=``: the recorded quality-gate
-  verdicts, newest first (``lambdalake.quality.report.recent``);
+  verdicts, most recently recorded first (``lambdalake.quality.report.recent``);
 - ``POST /sql``: a read-only SQL query over the merged views (``lambdalake.serving.sql``);
 - ``GET /metrics``: the platform's state for Prometheus (``lambdalake.serving.metrics``).
 
@@ -316,11 +316,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         subject: Annotated[str | None, Query(
             description="only this view's (or bronze_events') gates", max_length=200)] = None,
         failed: Annotated[bool, Query(description="only the gates that failed")] = False,
-        limit: Annotated[int, Query(ge=1, le=1000, description="results, newest first")] = 20,
+        limit: Annotated[int, Query(
+            ge=1, le=1000, description="results, most recently recorded first")] = 20,
     ) -> list[dict[str, Any]]:
-        """The recorded quality-gate verdicts, newest first: layer, subject, interval,
-        success, failing expectations with samples, rows, run id, Data Docs page (as
-        ``lambdalake quality --format json``)."""
+        """The recorded quality-gate verdicts, most recently recorded first: layer, subject,
+        interval, success, failing expectations with samples, rows, run id, Data Docs page
+        (as ``lambdalake quality --format json``)."""
         return recent(read_results(settings), layer, limit, subject=subject, failed_only=failed)
 
     sql = SqlRunner(store, views, settings.serving)

@@ -10,7 +10,7 @@ import pytest
 from fastapi import Header, HTTPException
 from fastapi.testclient import TestClient
 
-from lambdalake.quality.history import record
+from lambdalake.quality.history import append, entry, record
 from lambdalake.quality.page import create_quality_app
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
@@ -110,19 +110,51 @@ def test_the_newest_interval_is_the_newest_in_event_time_not_the_last_recorded(
                                      "FAILED: amount_not_negative")
 
 
+def recorded(result: GateResult, at: str, run_id: str) -> dict[str, object]:
+    """``result`` as the history keeps it, recorded at ``at`` (``HH:MM`` on the 20th)."""
+    return {**entry(result, run_id=run_id), "recorded_at": f"2026-11-20T{at}:00+00:00"}
+
+
 def test_failures_and_warnings_are_apart_and_a_repeated_warning_is_one_row(
     client: TestClient, settings: Settings
 ) -> None:
-    drift = ExpectationOutcome("serving_drift", "expect_column_max_to_be_between", "drift",
-                               "warning", "drift <= 0.1", 0.55, None,
-                               [{"window": "10:00", "batch": 237, "realtime": 153}])
-    for run in range(3):  # the serving DAG warns on the same interval at each of its runs
-        record(GateResult("serving", "page_traffic", HOUR, HOUR.replace(hour=11), True, [],
-                          [drift], 4, 12), settings, run_id=f"serving__{run}")
+    """Three serving runs recorded the same drift warning for 10:00-11:00, a fourth for
+    11:00-12:00: two rows, the first saying how often and when it was first recorded,
+    apart from the batch failure; its sample rows a table with nested values as JSON."""
+    drift = ExpectationOutcome(
+        "drift:views:explained", "reconcile_realtime_with_batch", "views", "warning",
+        "exact", unexpected_count=1, explained_by={"product": 1},
+        samples=[{"window": "10:00", "batch": 237, "realtime": 153},
+                 {"window": "10:00", "dimensions": {"page": "/a"}, "batch": None}])
+    append(settings, [
+        *(recorded(GateResult("serving", "page_traffic", HOUR, HOUR.replace(hour=11), True, [],
+                              [drift], 4, 12), at, f"serving__{at}")
+          for at in ("12:00", "12:05", "12:10")),
+        recorded(GateResult("serving", "page_traffic", HOUR.replace(hour=11),
+                            HOUR.replace(hour=12), True, [], [drift], 4, 12), "12:03", "s"),
+    ])
     page = client.get("/").text
-    failing = page[page.index("<h2>Failing expectations"):page.index("<h2>Warnings")]
-    warnings = page[page.index("<h2>Warnings"):page.index("<h2>Recent validations")]
-    assert "amount_not_negative" in failing and "serving_drift" not in failing
-    assert warnings.count("<code>serving_drift</code>") == 1 and "(3 times)" in warnings
-    assert "<th>batch</th>" in warnings and "<td>237</td>" in warnings  # samples as a table
+    failing = page[page.index("<h2>Failures (critical)"):page.index("<h2>Warnings")]
+    warnings = page[page.index("<h2>Warnings"):page.index("<h2>Most recently recorded")]
+    assert "amount_not_negative" in failing and "drift:views" not in failing
+    assert "<h2>Warnings, most recently recorded first (2 of 2)</h2>" in warnings
+    rows = warnings.split("<tr><td>serving page_traffic</td>")[1:]
+    assert [re.findall(r"<td>(2026-11-20 1\d:00) – ", row) for row in rows] == [
+        ["2026-11-20 10:00"], ["2026-11-20 11:00"]]  # the last recorded (12:10) first
+    assert rows[0].endswith(
+        "<td>2026-11-20 12:10:00<br><span class=muted>3 times, first 2026-11-20 12:00:00"
+        "</span></td></tr>")
+    assert rows[1].count("times, first") == 0
+    assert "<td>1 unexpected, explained by 1 changed product key</td>" in rows[0]
+    assert (
+        "<table><thead><tr><th>window</th><th>batch</th><th>realtime</th><th>dimensions</th>"
+        "</tr></thead><tbody><tr><td>10:00</td><td>237</td><td>153</td><td></td></tr>"
+        "<tr><td>10:00</td><td>null</td><td></td><td>{&quot;page&quot;: &quot;/a&quot;}</td>"
+        "</tr></tbody></table>") in rows[0]
     assert "{&#x27;" not in page and "{'" not in page  # no Python dict repr
+
+
+def test_single_values_as_samples_are_a_one_column_table(client: TestClient) -> None:
+    failing = client.get("/").text.split("<h2>Failures (critical)")[1].split("<h2>Warnings")[0]
+    assert ("<table><thead><tr><th>value</th></tr></thead><tbody><tr><td>-3</td></tr>"
+            "<tr><td>&lt;b&gt;</td></tr></tbody></table>") in failing

@@ -12,7 +12,7 @@ import pytest
 from lambdalake.cli.main import build_parser
 from lambdalake.cli.quality import cmd_quality
 from lambdalake.quality.history import record
-from lambdalake.quality.report import per_layer
+from lambdalake.quality.report import per_layer, summary
 from lambdalake.quality.verdict import ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
 
@@ -130,3 +130,80 @@ def test_every_layer_a_gate_records_can_be_asked_for_the_reference_layer_too(
         assert answer["subject"] == "product"
     with pytest.raises(ValueError, match="gate layer 'gold' is none of bronze, reference"):
         GateResult("gold", "x", HOUR, HOUR, True, [], [], 0, 0)
+
+
+def recorded(result: GateResult, at: str) -> dict[str, object]:
+    """``result`` as the history returns it, recorded at ``at`` (UTC, ``HH:MM`` on the 20th)."""
+    return {**result.to_json(), "recorded_at": f"2026-11-20T{at}:00+00:00", "run_id": at}
+
+
+def test_the_summary_keeps_failures_and_warnings_apart_once_per_interval_with_sample_tables(
+) -> None:
+    """A failed batch hour, an older hour restated after it, and an explained drift that
+    three serving runs recorded for the same interval: the summary's newest data interval
+    is the failed hour (not the restated one, recorded later), the failure and the warning
+    are apart, the warning is listed once with how often and when last, the samples are
+    tables, and the drift says how many keys explain it."""
+    negative = ExpectationOutcome(
+        "amount_not_negative", "expect_column_values_to_be_between", "amount", "critical",
+        "amount >= 0", unexpected_count=2,
+        samples=[{"order_id": "o1", "amount": "-1.00"}, {"order_id": "o2", "amount": None}])
+    drift = ExpectationOutcome(
+        "drift:orders:explained", "reconcile_realtime_with_batch", "orders", "warning",
+        "exact", unexpected_count=2, explained_by={"product": 3},
+        samples=[{"window_start": "2026-11-20 10:00:00", "dimensions": '{"category":"books"}',
+                  "batch_value": "237", "realtime_value": "153",
+                  "changed_keys": "product: p1"}])
+    ten, eleven, eight = HOUR, HOUR.replace(hour=11), HOUR.replace(hour=8)
+    results = [
+        recorded(GateResult("batch", "product_sales", ten, eleven, False, [negative], [], 17,
+                            40), "12:00"),
+        *(recorded(GateResult("serving", "product_sales_by_category", ten, eleven, True, [],
+                              [drift], 5, 12), at) for at in ("12:10", "12:20", "12:40")),
+        recorded(GateResult("batch", "product_sales", eight, eight.replace(hour=9), True, [],
+                            [], 17, 38), "12:30"),
+    ]
+    assert summary(results, newest=3) == [
+        "batch    2 gate runs, 1 failed, 0 with warnings",
+        "serving  3 gate runs, 0 failed, 3 with warnings",
+        "",
+        "Newest data interval per layer and subject (its verdict as last recorded):",
+        "  layer    subject                    newest data interval                  verdict",
+        "  batch    product_sales              [2026-11-20T10:00, 2026-11-20T11:00)  "
+        "FAILED: amount_not_negative",
+        "  serving  product_sales_by_category  [2026-11-20T10:00, 2026-11-20T11:00)  "
+        "passed, 1 warning",
+        "",
+        "Failures (critical), most recently recorded first (1 of 1):",
+        "  batch product_sales [2026-11-20T10:00, 2026-11-20T11:00) amount_not_negative: "
+        "2 unexpected (recorded 2026-11-20 12:00:00)",
+        "      order_id  amount",
+        "      o1        -1.00",
+        "      o2        null",
+        "",
+        "Warnings, most recently recorded first (1 of 1):",
+        "  serving product_sales_by_category [2026-11-20T10:00, 2026-11-20T11:00) "
+        "drift:orders:explained: 2 unexpected, explained by 3 changed product keys "
+        "(recorded 3 times, last 2026-11-20 12:40:00)",
+        "      window_start         dimensions            batch_value  realtime_value  "
+        "changed_keys",
+        "      2026-11-20 10:00:00  {\"category\":\"books\"}  237          153             "
+        "product: p1",
+        "",
+        "Most recently recorded:",
+        "  recorded (UTC)       layer    subject                    interval"
+        "                              rows  verdict",
+        "  2026-11-20 12:40:00  serving  product_sales_by_category  "
+        "[2026-11-20T10:00, 2026-11-20T11:00)  12    passed, 1 warning",
+        "  2026-11-20 12:30:00  batch    product_sales              "
+        "[2026-11-20T08:00, 2026-11-20T09:00)  38    passed",
+        "  2026-11-20 12:20:00  serving  product_sales_by_category  "
+        "[2026-11-20T10:00, 2026-11-20T11:00)  12    passed, 1 warning",
+    ]
+
+
+def test_a_summary_without_failures_or_warnings_says_so() -> None:
+    passed = GateResult("bronze", "bronze_events", HOUR, HOUR.replace(hour=11), True, [], [],
+                        26, 9)
+    lines = summary([recorded(passed, "12:00")], newest=3)
+    assert lines[lines.index("Failures (critical): none") + 2] == "Warnings: none"
