@@ -371,8 +371,8 @@ class BatchSettings(BaseModel):
     """The scheduled batch layer (DAG ``lambdalake_batch_views``)."""
 
     interval: str = Field(
-        "1 hour", description="DAG run interval: a view grain or a multiple of every grain"
-    )
+        "1 hour", description="DAG run interval: a multiple of every view's slide (its "
+        "grain, for tumbling windows)")
     start_date: date | None = Field(
         None, description="first UTC day scheduled; unset: two days before today (local dev)"
     )

@@ -30,13 +30,15 @@ WORKED = re.findall(r"```yaml example\n(.*?)```", PAGE, re.DOTALL)
 
 def test_each_worked_example_is_a_valid_view_of_the_ride_hailing_contract() -> None:
     contracts = ContractRegistry(PROJECT_ROOT / "docs" / "examples" / "ride-hailing" / "events")
-    assert len(WORKED) == 5
-    kinds = set()
+    assert len(WORKED) == 6
+    kinds, slides = set(), set()
     for example in WORKED:
         view = ViewDefinition.model_validate(yaml.safe_load(example))
         view.check_against(contracts)  # raises ViewError naming what is wrong
         kinds |= {m.kind for m in view.measures}
+        slides.add(view.windows_per_event)
     assert {"avg", "stddev", "sum", "last", "last_k", "top_k"} <= kinds
+    assert slides == {1, 4}, "rides per hour every 15 minutes: hopping windows"
 
 
 @pytest.mark.parametrize("text", ["currency + 1", "paid AND quantity", "SUM(amount)", "RAND()",

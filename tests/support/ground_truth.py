@@ -246,7 +246,10 @@ def expected_view(events: pd.DataFrame, view: ViewDefinition, start: datetime, e
     events = events[events["event_type"].isin(view.event_types)].copy()
     if view.expressions_text:
         events = with_expressions(events, view)
-    events["window_start"] = events["occurred_at"].dt.floor(f"{view.grain_seconds}s")
+    newest = events["occurred_at"].dt.floor(f"{view.slide_seconds}s")  # hopping: every
+    events = pd.concat([  # window an event counts in, a slide apart
+        events.assign(window_start=newest - pd.Timedelta(seconds=hop * view.slide_seconds))
+        for hop in range(view.windows_per_event)], ignore_index=True)
     events = events[(events["window_start"] >= start.replace(tzinfo=None))
                     & (events["window_start"] < end.replace(tzinfo=None))]
     rows = []

@@ -52,7 +52,7 @@ from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import AddedFile, files_added
 from lambdalake.lake.delta_rs import arrow_filesystem, delta_rs_uri, table_exists, table_version
 from lambdalake.settings import Settings
-from lambdalake.timeutil import as_utc, parse_utc
+from lambdalake.timeutil import as_utc, from_epoch_microseconds, parse_utc
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import ViewDefinition
 
@@ -74,6 +74,19 @@ class WaitingWindow:
     computed_from: int     # the bronze version the published slice read
     waiting_since: datetime | None = field(default=None, compare=False)
     """When the first of its rows reached bronze (None: the writer did not say)."""
+    own: tuple[int, int] | None = None
+    """Hopping windows: (rows, events) of those whose newest waiting window this is. A late
+    row is missing from every window it is in, but is this one's own in one only, so own
+    counts add up over windows and intervals (None: tumbling, where they are ``rows`` and
+    ``events``)."""
+
+    @property
+    def own_rows(self) -> int:
+        return self.rows if self.own is None else self.own[0]
+
+    @property
+    def own_events(self) -> int:
+        return self.events if self.own is None else self.own[1]
 
 
 @dataclass(frozen=True)
@@ -85,11 +98,12 @@ class Waiting:
 
     @property
     def rows(self) -> int:
-        return sum(window.rows for window in self.windows)
+        """Its late rows, each once (in hopping windows, a row is in several)."""
+        return sum(w.own_rows for w in self.windows)
 
     @property
     def events(self) -> int:
-        return sum(window.events for window in self.windows)
+        return sum(w.own_events for w in self.windows)
 
     @property
     def oldest(self) -> datetime | None:
@@ -112,7 +126,7 @@ def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, i
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    grain = timedelta(seconds=view.grain_seconds)
+    slide = timedelta(seconds=view.slide_seconds)  # a window starts every slide
     versions: dict[datetime, int] = {}
     for row in sorted(read_publications(settings),
                       key=lambda r: (r["bronze_version"], r["published_at"])):
@@ -120,7 +134,7 @@ def published_from(settings: Settings, view: ViewDefinition) -> dict[datetime, i
             window = row["interval_start"]
             while window < row["interval_end"]:
                 versions[window] = int(row["bronze_version"])
-                window += grain
+                window += slide
     uri = delta_rs_uri(current_table_path(settings, view.name))
     if not versions or not DeltaTable.is_deltatable(uri):
         return versions
@@ -259,6 +273,8 @@ class LateArrivals:
 
         rows: dict[datetime, int] = defaultdict(int)
         events: dict[datetime, set[str]] = defaultdict(set)
+        own_rows: dict[datetime, int] = defaultdict(int)
+        own_events: dict[datetime, set[str]] = defaultdict(set)
         since: dict[datetime, datetime] = {}
         filesystem, root = arrow_filesystem(self.bronze)
         for file in late:
@@ -268,20 +284,25 @@ class LateArrivals:
             table = pq.read_table(f"{root}/{unquote(file.path)}", filesystem=filesystem,
                                   columns=["event_id", "event_type", "occurred_at"])
             table = table.filter(pc.is_in(table["event_type"], pa.array(view.event_types)))
-            starts = pc.floor_temporal(table["occurred_at"].cast(pa.timestamp("us", tz="UTC")),
-                                       multiple=view.grain_seconds, unit="second")
-            for start, event_id in zip(starts.to_pylist(), table["event_id"].to_pylist(),
-                                       strict=True):
-                window = as_utc(start, naive_is_utc=True)
-                if window in windows:
+            moments = table["occurred_at"].cast(pa.timestamp("us")).cast(pa.int64())
+            for moment, event_id in zip(moments.to_pylist(), table["event_id"].to_pylist(),
+                                        strict=True):
+                reached = [window for start in view.window_starts(moment)  # newest first
+                           if (window := from_epoch_microseconds(start)) in windows]
+                if reached:
+                    own_rows[reached[0]] += 1
+                    own_events[reached[0]].add(event_id)
+                for window in reached:  # a row is missing from each of its (hopping) windows
                     rows[window] += 1
                     events[window].add(event_id)
                     if file.arrived_at and (window not in since
                                             or file.arrived_at < since[window]):
                         since[window] = file.arrived_at
+        hopping = view.windows_per_event > 1
         return Waiting(view.name, [
             WaitingWindow(start, rows[start], len(events[start]), published.versions[start],
-                          since.get(start))
+                          since.get(start),
+                          (own_rows[start], len(own_events[start])) if hopping else None)
             for start in sorted(rows)])
 
     def _load(self) -> tuple[int, dict[str, dict[datetime, int]], list[AddedFile],
@@ -340,4 +361,6 @@ def _plain(record: AddedFile | WaitingWindow) -> dict[str, Any]:
 def _window(saved: dict[str, Any]) -> WaitingWindow:
     return WaitingWindow(parse_utc(saved["window_start"]), int(saved["rows"]),
                          int(saved["events"]), int(saved["computed_from"]),
-                         parse_utc(saved["waiting_since"]) if saved["waiting_since"] else None)
+                         parse_utc(saved["waiting_since"]) if saved["waiting_since"] else None,
+                         (int(saved["own"][0]), int(saved["own"][1])) if saved.get("own")
+                         else None)

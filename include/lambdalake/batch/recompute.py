@@ -51,7 +51,8 @@ LINEAGE_COLUMNS = ("run_id", "bronze_version", "computed_at")
 
 
 def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None:
-    """An interval must be non-empty, in UTC and aligned to the view's grain."""
+    """An interval must be non-empty, in UTC and aligned to the view's slide (its grain,
+    for tumbling windows): a slice holds the windows that start in it."""
     if start.tzinfo is None or end.tzinfo is None:
         raise ValueError("interval bounds must be timezone-aware (UTC)")
     if start.utcoffset() or end.utcoffset():
@@ -59,9 +60,10 @@ def check_interval(view: ViewDefinition, start: datetime, end: datetime) -> None
     if end <= start:
         raise ValueError(f"empty interval [{start}, {end})")
     for bound in (start, end):
-        if bound.timestamp() % view.grain_seconds:
-            raise ValueError(f"{bound.isoformat()} is not aligned to {view.name}'s grain "
-                             f"({view.grain})")
+        if bound.timestamp() % view.slide_seconds:
+            raise ValueError(f"{bound.isoformat()} is not aligned to {view.name}'s "
+                             + (f"slide ({view.slide})" if view.slide else
+                                f"grain ({view.grain})"))
 
 
 def first_copies(events: DataFrame) -> DataFrame:
@@ -78,19 +80,38 @@ def compute_slice(
     end: datetime, bronze_version: int,
 ) -> DataFrame:
     """The view's rows for [start, end) from bronze at ``bronze_version`` (no lineage)."""
-    events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
+    events = read_bronze_interval(spark, settings, start, reach_end(view, end),
+                                  version=bronze_version)
     return aggregate_enriched(spark, settings, first_copies(events), view, (start, end))
 
 
 def aggregate_enriched(spark: SparkSession, settings: Settings, events: DataFrame,
                        view: ViewDefinition, during: tuple[datetime, datetime] | None = None
                        ) -> DataFrame:
-    """The view's rows over deduplicated ``events`` (of event time ``during``, if known),
-    its joins made as of event time."""
+    """The view's rows over deduplicated ``events``, its joins made as of event time.
+    ``during``: the slice, whose windows are those starting in it; they read the events
+    from its start to its ``reach_end``."""
+    from pyspark.sql import functions as F
+
+    if during is not None:
+        start, end = during
+        during = (start, reach_end(view, end))
+        events = events.where((F.col(view.event_time) >= F.lit(start))
+                              & (F.col(view.event_time) < F.lit(during[1])))
     if view.joins:
         events = as_of_event_time(events, view, lambda join: read_versions(
             spark, settings, join.entity, join.attributes), during)
-    return aggregate(events, view)
+    rows = aggregate(events, view)
+    if during is None or not view.reach_seconds:
+        return rows
+    return rows.where((F.col("window_start") >= F.lit(start))
+                      & (F.col("window_start") < F.lit(end)))
+
+
+def reach_end(view: ViewDefinition, end: datetime) -> datetime:
+    """Until when the windows starting before ``end`` read events: ``end`` itself for
+    tumbling windows, ``grain - slide`` later for hopping ones."""
+    return end + timedelta(seconds=view.reach_seconds)
 
 
 def with_lineage(rows: DataFrame, run_id: str, bronze_version: int) -> DataFrame:
@@ -120,21 +141,24 @@ def stage_views(
         check_interval(view, start, end)
     if bronze_version is None:
         bronze_version = table_version(settings.table_path(BRONZE_TABLE))
-    events = read_bronze_interval(spark, settings, start, end, version=bronze_version)
+    events = read_bronze_interval(spark, settings, start,
+                                  max(reach_end(view, end) for view in views),
+                                  version=bronze_version)
     columns = view_columns(views)
     events = (  # cache only what the views read: no raw bytes, no ids once deduplicated
         first_copies(events.select(*sorted({*columns, "event_id", *KAFKA_ORDER})))
         .select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     )
-    # a view has at most a row per event (tumbling windows): with few events, every slice
-    # fits in the step's memory without counting it first
-    few_events = events.count() <= settings.batch.local_write_max_rows
+    # a view has at most a row per event and window it counts in: with few events, every
+    # slice fits in the step's memory without counting it first
+    distinct_events = events.count()
 
     def stage(view: ViewDefinition) -> SliceWritten:
         rows = aggregate_enriched(spark, settings, events, view, (start, end))
         return stage_slice(settings, view, start, end, run_id,
                            with_lineage(rows, run_id, bronze_version), bronze_version,
-                           count_first=not few_events)
+                           count_first=distinct_events * view.windows_per_event
+                           > settings.batch.local_write_max_rows)
 
     try:
         with ThreadPoolExecutor(settings.batch.views_at_once, "recompute") as pool:
@@ -290,7 +314,7 @@ def carry_over(
         start = _from_epoch(row["start"])
         if carried_from.get(start, built_from) >= row["bronze_version"]:
             continue
-        end = start + timedelta(seconds=view.grain_seconds)
+        end = start + timedelta(seconds=view.slide_seconds)
         [written] = stage_views(spark, settings, [view], start, end, f"{run_id}:carried")
         staged = staging_path(settings, view.name, f"{run_id}:carried", start, end)
         if not gate(written, staged):

@@ -80,7 +80,9 @@ def plan_restatements(
     """At most ``limit`` restatements, oldest interval first, none overlapping ``busy`` (the
     intervals batch runs are computing now) or each other.
 
-    A waiting window is restated with the interval its newest publication covered.
+    A waiting window is restated with the interval its newest publication covered; the
+    interval takes in the late rows that are the window's own (``WaitingWindow.own``), so
+    a row in several hopping windows counts once.
     """
     late: dict[Interval, dict[str, LateRows]] = defaultdict(dict)
     for view in waiting:
@@ -94,7 +96,7 @@ def plan_restatements(
                 continue
             known = late[interval].get(view.view, LateRows(0, 0, window.computed_from))
             late[interval][view.view] = LateRows(
-                known.rows + window.rows, known.events + window.events,
+                known.rows + window.own_rows, known.events + window.own_events,
                 min(known.computed_from, window.computed_from))
     planned: list[Restatement] = []
     taken = list(busy)

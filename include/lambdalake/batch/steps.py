@@ -121,30 +121,44 @@ def _restating(params: dict[str, Any], names: list[str]) -> dict[str, dict[str, 
     return {name: dict(late) for name, late in restating.items()}
 
 
-def completeness_moment(plan: BatchPlan) -> datetime:
-    """Bronze must hold what arrived before the interval's end plus the longest lateness."""
+def events_end(plan: BatchPlan) -> datetime:
+    """Until when the run's slices read events: the interval's end, or later where a view's
+    hopping windows that start in the interval end after it (``recompute.reach_end``)."""
+    from lambdalake.batch.recompute import reach_end
     from lambdalake.views.definition import load_views
 
     if plan.end is None:
-        raise ValueError("a full reprocess has no interval to wait for")
+        raise ValueError("a full reprocess has no interval")
     views = load_views()
-    return plan.end + timedelta(seconds=max(views[n].lateness_seconds for n in plan.views))
+    return max(reach_end(views[name], plan.end) for name in plan.views)
+
+
+def completeness_moment(plan: BatchPlan) -> datetime:
+    """Bronze must hold what arrived before the events the run reads end (``events_end``)
+    plus the longest lateness."""
+    from lambdalake.views.definition import load_views
+
+    views = load_views()
+    return events_end(plan) + timedelta(
+        seconds=max(views[n].lateness_seconds for n in plan.views))
 
 
 def gate_bronze(plan: BatchPlan) -> int | None:
-    """Validate the interval's bronze rows as of bronze's version when the gate step
-    starts, and return that version (the step pins and prints it): the run computes it and
-    no other, so rows that reach bronze after the gate are not computed ungated (they are
-    late rows of the slice, restated in a later run). A full reprocess reads slices gated
-    before: None. (The task process itself never opens a Delta table: delta-rs's runtime
-    does not survive the fork that starts the step.)"""
+    """Validate the bronze rows the run reads (the interval's, to ``events_end``) as of bronze's
+    version when the gate step starts, and return that version (the step pins and prints it): the
+    run computes it and no other, so rows that reach bronze after the gate are not computed ungated
+    (they are late rows of the slice, restated in a later run). A full reprocess reads slices gated
+    before: None. (The task process itself never opens a Delta table: delta-rs's runtime does not
+    survive the fork that starts the step.)"""
     from lambdalake.batch.written import parse_gated_bronze
 
     if plan.full_reprocess:
         log.info("full reprocess: every bronze interval was gated when it was first computed")
         return None
+    assert plan.start is not None
+    events = ["--start", iso_utc(plan.start), "--end", iso_utc(events_end(plan))]
     return parse_gated_bronze(
-        run_gate(["--layer", "bronze", *plan.interval_args, "--run-id", plan.run_id]))
+        run_gate(["--layer", "bronze", *events, "--run-id", plan.run_id]))
 
 
 def compute(plan: BatchPlan, bronze_version: int | None) -> list[dict[str, Any]]:

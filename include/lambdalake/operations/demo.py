@@ -67,7 +67,8 @@ def hour_floor(moment: datetime) -> datetime:
 def plan_demo(settings: Settings, count: int, seed: int, now: datetime,
               with_reference: bool = True) -> DemoPlan:
     """Traffic over the past hours; a batch interval from the first day to the last hour whose
-    lateness allowance has passed (the batch DAG's completeness wait is then already over).
+    windows have closed and whose lateness allowance has passed (the batch DAG's
+    completeness wait is then already over).
     Lateness stays at 80% of the smallest allowance so the speed layer keeps it.
     ``with_reference``: the catalogue and its changes come too (on a platform without
     reference data yet; a later run's events join what the first one left, since sending
@@ -76,7 +77,8 @@ def plan_demo(settings: Settings, count: int, seed: int, now: datetime,
 
     views = load_views().values()
     allowance = min(view.lateness_seconds for view in views)
-    settled = hour_floor(now - timedelta(seconds=max(view.lateness_seconds for view in views)))
+    settled = hour_floor(now - timedelta(seconds=max(  # hopping windows close after it
+        view.reach_seconds + view.lateness_seconds for view in views)))
     span = timedelta(hours=TRAFFIC_HOURS)
     profile = TrafficProfile(
         count=count, rate=PRODUCE_RATE, late_fraction=0.05,

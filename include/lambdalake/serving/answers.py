@@ -45,7 +45,8 @@ class MeasureDescription(Closed):
 class ViewDescription(Closed):
     name: str
     description: str
-    grain: str
+    grain: str = Field(description="a window's length")
+    slide: str = Field(description="how far apart windows start (the grain: tumbling)")
     lateness: str
     event_types: list[str]
     dimensions: list[str]

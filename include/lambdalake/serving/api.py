@@ -129,7 +129,8 @@ def describe_view(view: ViewDefinition) -> dict[str, Any]:
     """A view's schema as the API and the CLI show it."""
     return {
         "name": view.name, "description": view.description, "grain": view.grain,
-        "lateness": view.lateness, "event_types": view.event_types,
+        "slide": view.slide or view.grain, "lateness": view.lateness,
+        "event_types": view.event_types,
         "dimensions": view.dimensions, "filter": view.filter, "columns": view.columns,
         "measures": [{
             "name": m.name, "kind": m.kind, "column": m.column, "event_types": m.event_types,

@@ -114,7 +114,7 @@ class SeenEvents:
         self.event_time = views[0].event_time
         self.lateness_us = views[0].lateness_seconds * 1_000_000
         self.view_types = {view.name: set(view.event_types) for view in views}
-        self.grains_us = {view.name: view.grain_seconds * 1_000_000 for view in views}
+        self.views = {view.name: view for view in views}
         self.horizon_us = None if horizon is None else horizon // timedelta(microseconds=1)
         self.counts_from_start = counts_from_start
         self.clock_bound_us = (None if clock_bound is None
@@ -204,14 +204,16 @@ class SeenEvents:
         late_mask = pa.array(late, pa.bool_())
         late_rows = list(zip(events.column("event_type").filter(late_mask).to_pylist(),
                              times.filter(late_mask).to_pylist(), strict=True))
-        late_windows = {view: Counter(time - time % self.grains_us[view]
-                                      for event_type, time in late_rows if event_type in types)
-                        for view, types in self.view_types.items()}
+        late_times = {view: [time for event_type, time in late_rows if event_type in types]
+                      for view, types in self.view_types.items()}
+        late_windows = {view: Counter(start for moment in moments
+                                      for start in self.views[view].window_starts(moment))
+                        for view, moments in late_times.items()}  # a row in each of its windows
         newest = pc.max(times).as_py()
         return Admission(
             batch_id, events.filter(pa.array(keep, pa.bool_())), counted, newest,
             self._bounded(newest), pc.min(times).as_py(),
-            Counter({view: counts.total() for view, counts in late_windows.items()}),
+            Counter({view: len(moments) for view, moments in late_times.items()}),
             {view: counts for view, counts in late_windows.items() if counts},
         )
 
@@ -276,7 +278,8 @@ class SeenEvents:
         oldest = newest_us - self.lateness_us - self.horizon_us
         return {view: kept for view, counts in windows.items()
                 if (kept := Counter({start: n for start, n in counts.items()
-                                     if start + self.grains_us[view] > oldest}))}
+                                     if start + self.views[view].grain_seconds * 1_000_000
+                                     > oldest}))}
 
     def _forget_passed(self) -> None:
         """Forget the batches whose ids are all at or before the watermark (except the

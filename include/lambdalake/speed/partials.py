@@ -76,6 +76,23 @@ def ordered_values(events: pa.Table, view: ViewDefinition, value: pa.Array) -> p
                                       mask=pc.is_null(value))
 
 
+def in_windows(events: pa.Table, view: ViewDefinition) -> tuple[pa.Table, pa.ChunkedArray]:
+    """``events`` once per window each counts in, with that window's start: epoch-aligned
+    as Spark's ``window`` (the UTC instant floored to the slide, and for hopping windows
+    the ``grain / slide - 1`` starts before it; ``ViewDefinition.window_starts``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    instant = events[view.event_time].cast(pa.timestamp("us"))
+    newest = pc.floor_temporal(instant, multiple=view.slide_seconds, unit="second")
+    starts = [pc.subtract(newest, pa.scalar(timedelta(seconds=hop * view.slide_seconds)))
+              for hop in range(view.windows_per_event)]
+    chunks = [chunk for start in starts for chunk in pa.chunked_array(start).chunks]
+    window_start = pa.chunked_array(chunks, pa.timestamp("us")).cast(
+        pa.timestamp("us", tz="UTC"))
+    return pa.concat_tables([events] * view.windows_per_event), window_start
+
+
 def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
     """The partial aggregates of ``view`` over ``events`` (one micro-batch of distinct
     events): a row per key the batch touched, with the schema of the view's real-time table.
@@ -95,10 +112,8 @@ def partials_of(events: pa.Table, view: ViewDefinition) -> pa.Table:
         events = events.append_column(name, evaluate_arrow(expression, events))
     if expressions.filter is not None:
         events = events.filter(evaluate_arrow(expressions.filter, events))  # null: dropped
-    # epoch-aligned tumbling windows, as Spark's ``window``: floor the UTC instant
-    instant = events[view.event_time].cast(pa.timestamp("us"))
-    window_start = pc.floor_temporal(instant, multiple=view.grain_seconds, unit="second")
-    columns = {"window_start": window_start.cast(pa.timestamp("us", tz="UTC")),
+    events, window_start = in_windows(events, view)
+    columns = {"window_start": window_start,
                **{name: events[name] for name in view.dimensions}}
     for measure in view.measures:
         value = (pa.repeat(1, events.num_rows) if measure.column is None

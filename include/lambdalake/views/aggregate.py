@@ -68,7 +68,8 @@ def aggregate(events: DataFrame, view: ViewDefinition) -> DataFrame:
     key = ["window", *view.dimensions]
     measured = filtered_events(events, view).withColumns(
         {value_column(m): measured_values(view, m) for m in view.measures}).withColumn(
-        "window", F.window(F.col(view.event_time), f"{view.grain_seconds} seconds"))
+        "window", F.window(F.col(view.event_time), f"{view.grain_seconds} seconds",
+                           f"{view.slide_seconds} seconds"))
     types = dict(measured.dtypes)
     aggregates = [m.measure_kind.batch_aggregate(m, value_column(m), types[value_column(m)])
                   .alias(m.name) for m in view.measures if not m.measure_kind.apart]

@@ -1,6 +1,8 @@
 """View definitions: a view is declared once, in ``schemas/views/<name>.yaml``.
 
-A definition names the events it reads, its grain (a tumbling event-time window), its
+A definition names the events it reads, its window (``grain``: an event-time window's
+length; with ``slide`` shorter than it, windows hop: one starts every ``slide`` and each
+event counts in ``grain / slide`` of them, as Spark's ``window`` with a slide), its
 lateness allowance, its dimensions and its measures. The batch layer and the speed layer
 both derive their aggregation from it and from nothing else (in Spark,
 ``lambdalake.views.aggregate``; on Arrow, per micro-batch, ``lambdalake.speed.partials``);
@@ -115,6 +117,9 @@ class ViewDefinition(BaseModel):
     description: str
     event_types: list[str] = Field(min_length=1)
     grain: str
+    slide: str | None = Field(
+        None, description="hopping windows: a window of `grain` starts every `slide` (it "
+        "divides the grain); default: the grain (tumbling windows)")
     lateness: str
     event_time: str = "occurred_at"
     dimensions: list[str]
@@ -150,15 +155,47 @@ class ViewDefinition(BaseModel):
                 raise ValueError(f"derived column {name!r}: lower case, digits and _")
         return columns
 
-    @field_validator("grain", "lateness")
+    @field_validator("grain", "slide", "lateness")
     @classmethod
-    def _is_duration(cls, value: str) -> str:
-        duration_seconds(value)
+    def _is_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_seconds(value)
         return value
+
+    @model_validator(mode="after")
+    def _slide_divides_grain(self) -> ViewDefinition:
+        if self.slide_seconds <= 0 or self.grain_seconds % self.slide_seconds:
+            raise ValueError(f"view {self.name!r}: slide {self.slide!r} does not divide grain "
+                             f"{self.grain!r} (windows start every slide, each a grain long)")
+        return self
 
     @property
     def grain_seconds(self) -> int:
+        """A window's length."""
         return duration_seconds(self.grain)
+
+    @property
+    def slide_seconds(self) -> int:
+        """How far apart windows start: what interval bounds and window starts align to."""
+        return duration_seconds(self.slide) if self.slide else self.grain_seconds
+
+    @property
+    def windows_per_event(self) -> int:
+        """How many windows each event counts in (1: tumbling)."""
+        return self.grain_seconds // self.slide_seconds
+
+    @property
+    def reach_seconds(self) -> int:
+        """How far past its last window's start a slice reads events: windows starting
+        before an interval's end close ``grain - slide`` after it (0: tumbling)."""
+        return self.grain_seconds - self.slide_seconds
+
+    def window_starts(self, moment_us: int) -> list[int]:
+        """The starts (epoch microseconds) of the windows an event at ``moment_us`` counts
+        in, newest first (on Arrow: ``lambdalake.speed.partials.in_windows``)."""
+        slide_us = self.slide_seconds * 1_000_000
+        newest = moment_us - moment_us % slide_us
+        return [newest - hop * slide_us for hop in range(self.windows_per_event)]
 
     @property
     def lateness_seconds(self) -> int:

@@ -13,7 +13,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lambdalake.batch.late_arrivals import LateArrivals, WaitingWindow
-from lambdalake.batch.publication import Publication, publish
+from lambdalake.batch.publication import Publication, publish, read_publications
+from lambdalake.batch.restatement import plan_restatements
 from lambdalake.lake.bronze import BRONZE_TABLE
 from lambdalake.lake.bronze_log import files_added
 from lambdalake.settings import Settings
@@ -179,3 +180,29 @@ def test_commits_that_leave_the_log_after_a_look_do_not_restate_what_it_read(
     for version in range(kept):  # every commit but the newest leaves the log
         Path(f"{log}/{version:020d}.json").unlink()
     assert waiting(lake, views)["page_traffic"] == []
+
+
+def test_a_late_row_waits_in_every_hopping_window_it_is_in_and_counts_once(
+    lake: Settings, views: list[ViewDefinition],
+) -> None:
+    rolling = ViewDefinition.model_validate({
+        "name": "rolling", "description": "page views, an hour every 30 minutes",
+        "event_types": ["page_view"], "grain": "1 hour", "slide": "30 minutes",
+        "lateness": "10 minutes", "dimensions": [], "measures": [{"name": "n", "kind": "count"}]})
+    first = arrive(lake, [("a", "page_view", 0.5)])
+    windows = [hour(h / 2) for h in range(4)]  # 0:00, 0:30, 1:00, 1:30 of interval [0, 2)
+    write_deltalake(lake.table_path(physical_table("rolling", 1)), pa.table({
+        "window_start": pa.array(windows, TS),
+        "bronze_version": pa.array([first] * len(windows), pa.int64()),
+    }), partition_by=["window_start"])
+    publish(lake, [Publication("rolling", hour(0), hour(2), 1, first, "run")])
+    arrive(lake, [("b", "page_view", 1.2)])  # in the windows from 0:30 and 1:00
+    [answer] = LateArrivals(lake, [rolling]).waiting()
+    assert answer.windows == [  # missing from both, the newest's own
+        WaitingWindow(hour(0.5), rows=1, events=1, computed_from=first, own=(0, 0)),
+        WaitingWindow(hour(1), rows=1, events=1, computed_from=first, own=(1, 1))]
+    assert (answer.rows, answer.events) == (1, 1), "one late row, not one per window"
+    assert LateArrivals(lake, [rolling]).last_answer() == {"rolling": answer}
+    [restatement] = plan_restatements([answer], read_publications(lake), [], 5)
+    assert (restatement.start, restatement.end) == (hour(0), hour(2))
+    assert restatement.views["rolling"].rows == 1

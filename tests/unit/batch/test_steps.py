@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from lambdalake.batch import steps
-from lambdalake.batch.steps import BatchPlan, completeness_moment, plan_batch_run
+from lambdalake.batch.steps import BatchPlan, completeness_moment, events_end, plan_batch_run
 from lambdalake.batch.written import SliceWritten, parse_results
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed
 from lambdalake.settings import Settings
@@ -24,9 +24,17 @@ def test_a_scheduled_run_covers_its_data_interval_and_every_view() -> None:
     plan = plan_batch_run({}, START, END, "scheduled__x")
     assert (plan.start, plan.end, plan.full_reprocess) == (START, END, False)
     assert plan.views == ["funnel", "order_value", "page_traffic", "page_traffic_by_segment",
-                          "product_sales", "product_sales_by_category"]
+                          "page_traffic_rolling", "product_sales", "product_sales_by_category"]
     assert plan.interval_args == ["--start", "2026-11-20T10:00:00Z", "--end", "2026-11-20T11:00:00Z"]
     assert BatchPlan.from_xcom(plan.to_xcom()) == plan
+    # page_traffic_rolling's last window, from 10:45, closes at 11:45; then the lateness
+    assert events_end(plan) == END + timedelta(minutes=45)
+    assert completeness_moment(plan) == END + timedelta(minutes=45 + 10)
+
+
+def test_a_run_of_tumbling_views_reads_and_waits_for_its_interval_only() -> None:
+    plan = plan_batch_run({"views": ["page_traffic", "funnel"]}, START, END, "manual__x")
+    assert events_end(plan) == END
     assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness
 
 

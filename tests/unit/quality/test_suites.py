@@ -17,15 +17,16 @@ from lambdalake.quality.gate import interpret, raised_exception
 from lambdalake.quality.history import read_results, record, results_path
 from lambdalake.quality.suites.bronze import bronze_suite
 from lambdalake.quality.suites.common import (
+    DUCKDB_MACROS,
     INTERVAL_END,
     INTERVAL_START,
     check_name,
     derived_columns,
 )
-from lambdalake.quality.suites.view import view_suite
+from lambdalake.quality.suites.view import view_suite, wrong_window
 from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
 from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.views.definition import VIEWS_DIR, load_views
+from lambdalake.views.definition import VIEWS_DIR, ViewDefinition, load_views
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -290,3 +291,24 @@ def test_the_entry_point_refuses_bad_arguments(capsys: pytest.CaptureFixture[str
             validate.main(argv, settings=Settings())
         assert exited.value.code == 2
         assert problem in capsys.readouterr().err
+
+
+def test_a_hopping_window_is_one_grain_long_and_starts_on_a_slide() -> None:
+    """The ``_window`` column, as the real-time gate computes it (DuckDB): right only for a
+    window a grain long that starts a whole number of slides after the epoch."""
+    import duckdb
+
+    view = ViewDefinition.model_validate({
+        "name": "rolling", "description": "page views, an hour every 15 minutes",
+        "event_types": ["page_view"], "grain": "1 hour", "slide": "15 minutes",
+        "lateness": "10 minutes", "dimensions": [], "measures": [{"name": "n", "kind": "count"}]})
+    connection = duckdb.connect()
+    for macro in DUCKDB_MACROS:
+        connection.execute(macro)
+    windows = [("10:15", "11:15"), ("10:45", "11:45"), ("10:10", "11:10"), ("10:15", "10:30")]
+    rows = connection.sql(
+        f"SELECT {wrong_window(view)} FROM (VALUES "
+        + ", ".join(f"(TIMESTAMP '2026-11-20 {s}:00', TIMESTAMP '2026-11-20 {e}:00')"
+                    for s, e in windows)
+        + ") AS t(window_start, window_end)").fetchall()
+    assert [row[0] is None for row in rows] == [True, True, False, False]

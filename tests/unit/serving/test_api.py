@@ -86,7 +86,9 @@ def test_bad_requests_get_a_4xx_that_says_why(
 def test_views_freshness_and_openapi(client: TestClient) -> None:
     views = {v["name"]: v for v in client.get("/views").json()}
     assert set(views) == {"funnel", "order_value", "page_traffic", "page_traffic_by_segment",
-                          "product_sales", "product_sales_by_category"}
+                          "page_traffic_rolling", "product_sales", "product_sales_by_category"}
+    assert (views["page_traffic_rolling"]["grain"], views["page_traffic_rolling"]["slide"],
+            views["page_traffic"]["slide"]) == ("1 hour", "15 minutes", "1 hour")
     order_value = views["order_value"]
     assert (order_value["filter"], order_value["columns"]["unit_price"]) == (
         "amount >= 10", "amount / quantity")

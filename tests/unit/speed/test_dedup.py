@@ -62,7 +62,8 @@ def test_rows_at_or_before_the_watermark_are_late_and_counted_per_view(
     assert status["watermark"] == "2026-11-24T10:10:00.000Z"
     # page_traffic reads page views, product_sales purchases, funnel both (and carts)
     assert status["dropped_by_watermark_total"] == {
-        "page_traffic": 1, "page_traffic_by_segment": 1, "product_sales": 1,
+        "page_traffic": 1, "page_traffic_by_segment": 1, "page_traffic_rolling": 1,
+        "product_sales": 1,
         "product_sales_by_category": 1, "order_value": 1, "funnel": 2}
 
 
@@ -127,6 +128,24 @@ def test_late_rows_are_counted_per_view_and_window_within_the_horizon(
     assert "page_traffic" not in status["dropped_by_window"], "10:00 ended before the horizon"
     assert status["dropped_by_window"]["funnel"] == {"2026-11-24T12:00:00.000Z": 1}
     assert status["complete_from"] == "2026-11-24T11:50:00.000Z"
+
+
+def test_a_late_row_counts_once_in_the_total_and_in_each_hopping_window_it_is_in(
+    tmp_path: Path, views: list[ViewDefinition]
+) -> None:
+    rolling = ViewDefinition.model_validate({
+        "name": "rolling", "description": "page views, an hour every 20 minutes",
+        "event_types": ["page_view"], "grain": "1 hour", "slide": "20 minutes",
+        "lateness": "10 minutes", "dimensions": [], "measures": [{"name": "n", "kind": "count"}]})
+    seen = SeenEvents(tmp_path, [*views, rolling])
+    run(seen, 0, batch(("new", "page_view", START + 3 * HOUR)))
+    run(seen, 1, batch(("a", "page_view", START + 25 * MINUTE)))  # late: in 09:40, 10:00, 10:20
+    status = seen.status()
+    assert status["dropped_by_watermark_total"]["rolling"] == 1
+    assert status["dropped_by_window"]["rolling"] == {
+        "2026-11-24T09:40:00.000Z": 1, "2026-11-24T10:00:00.000Z": 1,
+        "2026-11-24T10:20:00.000Z": 1}
+    assert status["dropped_by_window"]["page_traffic"] == {"2026-11-24T10:00:00.000Z": 1}
 
 
 def test_a_query_started_at_the_newest_offset_is_whole_only_from_its_first_event(

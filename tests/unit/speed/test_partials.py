@@ -16,6 +16,7 @@ from lambdalake.speed.stream import queries_of, query_name
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import estimate, sketch_of
 from tests.support.ground_truth import expected_view, percentile_disc, rank_admits, same_value
+from tests.support.hopping import HOPPING, hopping_truth
 
 TS = pa.timestamp("us", tz="UTC")
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -242,3 +243,25 @@ def test_partials_have_the_real_time_tables_schema(views: dict[str, ViewDefiniti
     funnel = partials_of(as_batch(generated_events(500)), views["funnel"])
     assert funnel.schema.field("sessions_with_cart").nullable is False
     assert all(isinstance(s, bytes) for s in funnel.column("sessions_with_cart").to_pylist())
+
+
+def test_hopping_partials_combine_to_every_window_an_event_is_in() -> None:
+    """An hour every 15 minutes: the micro-batches' partials, merged, are each window's
+    purchases as plain Python finds them in it (``tests.support.hopping``), including
+    the windows that start before the first event and end after the last."""
+    view = ViewDefinition.model_validate(HOPPING)
+    events = generated_events(4000)
+    partials = pa.concat_tables(partials_of(as_batch(events[i:i + 700]), view)
+                                for i in range(0, len(events), 700))
+    assert set(partials.column("window_end").to_pylist()) == {
+        start + timedelta(hours=1) for start in partials.column("window_start").to_pylist()}
+    merged = with_estimates(merge_partials(partials, view), view)
+    actual = {(row["window_start"], row["currency"]): row for row in merged.to_pylist()}
+    first = min(e["occurred_at"] for e in events).replace(minute=0, second=0, microsecond=0)
+    truth = hopping_truth(events, first - timedelta(hours=1), first + timedelta(hours=4))
+    assert actual.keys() == truth.keys()
+    assert len({start for start, _ in truth}) > 8, "windows a slide apart"
+    kinds = {m.name: m.kind for m in view.measures}
+    for key, want in truth.items():
+        for name, value in want.items():
+            assert same_value(kinds[name], value, actual[key][name]), (key, name)

@@ -10,7 +10,7 @@ from lambdalake.views.definition import VIEWS_DIR, ViewError, load_views
 def test_the_default_views_load_and_check_against_the_contracts() -> None:
     views = load_views()
     assert set(views) == {"page_traffic", "product_sales", "funnel", "page_traffic_by_segment",
-                          "product_sales_by_category", "order_value"}
+                          "page_traffic_rolling", "product_sales_by_category", "order_value"}
     assert views["page_traffic"].grain_seconds == 3600
     assert views["page_traffic"].lateness_seconds == 600
     assert views["product_sales"].key == ["window_start", "product_id", "currency"]
@@ -54,6 +54,10 @@ def write_view(directory: Path, **changes: object) -> None:
         ({"joins": [{"entity": "product", "key": "product_id", "attributes": ["product_id"]}]},
          "would hide the event column"),
         ({"dimensions": ["segment"]}, "column 'segment' is in none of"),
+        ({"slide": "25 minutes"}, "slide '25 minutes' does not divide grain '1 hour'"),
+        ({"slide": "2 hours"}, "slide '2 hours' does not divide grain '1 hour'"),
+        ({"slide": "0 minutes"}, "slide '0 minutes' does not divide"),
+        ({"slide": "every 15"}, "is not a duration"),
     ],
 )
 def test_bad_definitions_name_the_view_and_the_problem(
@@ -93,3 +97,19 @@ def test_a_view_groups_by_the_attributes_it_joins(tmp_path: Path) -> None:
     assert view.joined_columns == ["segment"]
     assert "segment" not in view.event_columns and {"user_id", "currency"} <= set(
         view.event_columns)
+
+
+def test_hopping_windows_start_every_slide_and_each_event_counts_in_grain_over_slide(
+    tmp_path: Path,
+) -> None:
+    write_view(tmp_path, slide="15 minutes")
+    [view] = load_views(tmp_path).values()
+    tumbling = load_views()["product_sales"]
+    assert (tumbling.slide_seconds, tumbling.windows_per_event, tumbling.reach_seconds) == (
+        3600, 1, 0)
+    assert (view.slide_seconds, view.windows_per_event, view.reach_seconds) == (900, 4, 2700)
+    minute = 60_000_000
+    at = 1_763_640_000_000_000 + 20 * minute  # 2025-11-20 12:20 UTC
+    assert view.window_starts(at) == [at - 5 * minute - k * 15 * minute for k in range(4)]
+    assert view.window_starts(at - 5 * minute) == view.window_starts(at)  # a slide's start
+    assert tumbling.window_starts(at) == [at - 20 * minute]

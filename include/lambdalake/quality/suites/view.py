@@ -1,14 +1,14 @@
-"""``view_suite`` (one slice of a batch view, rows whose ``window_start`` is in [start, end)):
-    the view's columns exist; the key (``window_start`` + dimensions) is not null where the
-    contracts make it so, and unique; ``window_start`` is in [start, end), aligned to the
-    grain, and ``window_end = window_start + grain``; every measure stays within the bounds
-    its kind derives from the contract (``lambdalake.views.measures``: counts and distinct
-    counts are not null and non-negative, sums of fields with a non-negative minimum are at
-    least that minimum, minima, maxima and percentiles stay within the contract's bounds);
-    enum dimensions hold their contract's values. A dimension a join gives is never null
-    and holds its entity contract's values or ``unknown``. A view with joins also has the
-    *orphan rate* as a warning: at most ``quality.orphan_max_rate`` of the slice's events
-    (its count measure) joined to ``unknown`` (parameter ``orphan_max_share``).
+"""``view_suite`` (one slice of a batch view, rows whose ``window_start`` is in [start, end)): the
+    view's columns exist; the key (``window_start`` + dimensions) is not null where the contracts
+    make it so, and unique; ``window_start`` is in [start, end), aligned to the slide (the grain,
+    for tumbling windows), and ``window_end = window_start + grain``; every measure stays within the
+    bounds its kind derives from the contract (``lambdalake.views.measures``: counts and distinct
+    counts are not null and non-negative, sums of fields with a non-negative minimum are at least
+    that minimum, minima, maxima and percentiles stay within the contract's bounds); enum dimensions
+    hold their contract's values. A dimension a join gives is never null and holds its entity
+    contract's values or ``unknown``. A view with joins also has the *orphan rate* as a warning: at
+    most ``quality.orphan_max_rate`` of the slice's events (its count measure) joined to ``unknown``
+    (parameter ``orphan_max_share``).
 """
 
 from __future__ import annotations
@@ -65,25 +65,27 @@ def missing_field(name: str, event_types: list[str]) -> str:
 
 
 def wrong_window(view: ViewDefinition) -> str:
-    """SQL: 'start .. end' if the window is not [start, start + grain) aligned to the grain,
-    else null. Spark SQL that DuckDB also runs (with ``DUCKDB_MACROS``): the one definition
+    """SQL: 'start .. end' if the window is not [start, start + grain) aligned to the
+    slide, else null. Spark SQL that DuckDB also runs (with ``DUCKDB_MACROS``): the one definition
     of a wrong window, for the Spark gates and the real-time gate alike."""
-    grain = view.grain_seconds
+    grain, slide = view.grain_seconds, view.slide_seconds
     return (f"CASE WHEN NOT (window_end IS NOT DISTINCT FROM window_start + INTERVAL {grain} "
             "SECONDS) "
-            f"OR unix_timestamp(window_start) % {grain} != 0 "
+            f"OR unix_timestamp(window_start) % {slide} != 0 "
             "THEN concat(coalesce(cast(window_start AS STRING), 'null'), ' .. ', "
             "coalesce(cast(window_end AS STRING), 'null')) END")
 
 
 def window_checks(view: ViewDefinition) -> list[Expectation]:
-    """Every row has its window, one grain long and aligned (the ``_window`` derived column)."""
+    """Every row has its window, one grain long and aligned to the slide (the ``_window``
+    derived column)."""
     checks = [expect_on(gx.expectations.ExpectColumnValuesToNotBeNull, f"not_null:{column}",
                       "every row has its window", CRITICAL, column=column)
               for column in ("window_start", "window_end")]
     checks.append(expect_on(gx.expectations.ExpectColumnValuesToBeNull, "window",
                           f"window_end = window_start + {view.grain}, window_start aligned to "
-                          "the grain (_window shows each wrong window)", CRITICAL,
+                          f"the {'slide' if view.slide else 'grain'} (_window shows each wrong "
+                          "window)", CRITICAL,
                           about="window_start,window_end", column="_window"))
     return checks
 
