@@ -7,8 +7,11 @@ the tables the serving layer reads (write-audit-publish). Spark steps run as chi
 processes (``spark_jobs/``) in the ``spark`` pool, which bounds concurrent Spark jobs.
 ``publish`` advances each view's high-water mark and emits the ``lambdalake_batch_views``
 asset event the serving layer listens to. DAG ``lambdalake_restatement`` triggers runs of
-published intervals that late rows reached since (``restate__…`` run ids). Backfill with
-Airflow's own command::
+published intervals that late rows reached since (``restate__…`` run ids, their late rows
+in the conf, a note naming the cause). A run computes its data interval: the trigger
+form's default (logical date "now") gives the last whole interval before it; *Data
+Interval: Specify Manually*, or ``lambdalake recompute``, any interval aligned to the views'
+grain. Backfill with Airflow's own command (the *Backfill* dialog's *All Runs*)::
 
     lambdalake airflow backfill create --dag-id lambdalake_batch_views \\
         --from-date 2026-11-18 --to-date 2026-11-20 --reprocess-behavior completed
@@ -21,6 +24,7 @@ from functools import partial
 from typing import Any
 
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
+from airflow.sdk.types import DagRunProtocol
 
 from lambdalake.settings import get_settings
 from lambdalake.views import PUBLISHED_ASSET
@@ -44,38 +48,29 @@ spark_task = partial(task, pool=settings.airflow.spark_pool,
                   "retry_delay": timedelta(seconds=batch.retry_delay_seconds),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)},
     params={
-        "start": Param(None, type=["null", "string"], format="date-time",
-                       title="Interval start (UTC)",
-                       description="Override the run's data interval, e.g. 2026-11-20T10:00:00Z."
-                                   " Aligned to the views' grain; give end too."),
-        "end": Param(None, type=["null", "string"], format="date-time",
-                     title="Interval end (UTC, exclusive)",
-                     description="End of the overriding interval."),
         "views": Param(view_names(), type="array", items={"type": "string",
                                                           "enum": view_names()},
+                       examples=view_names(),  # the form's multi-select offers these
                        minItems=1, uniqueItems=True, title="Views",
                        description="Which views to recompute (default: all)."),
         "full_reprocess": Param(False, type="boolean", title="Full reprocess",
                                 description="Recompute the chosen views from all of bronze into"
                                             " new versions, validate, then switch readers."),
-        "restating": Param(None, type=["null", "object"], title="Restating (set by DAG "
-                           "lambdalake_restatement)",
-                           description="Per view, the late rows this run takes in: "
-                                       "{rows, events, computed_from}. Leave empty."),
     },
     doc_md=__doc__,
 )
 def lambdalake_batch_views() -> None:
     @task
     def plan(params: dict[str, Any], data_interval_start: datetime | None = None,
-             data_interval_end: datetime | None = None,
-             run_id: str | None = None) -> dict[str, Any]:
+             data_interval_end: datetime | None = None, logical_date: datetime | None = None,
+             dag_run: DagRunProtocol | None = None, run_id: str | None = None
+             ) -> dict[str, Any]:
         """Check the trigger form and fix the interval, views and mode of this run."""
         from lambdalake.batch.steps import plan_batch_run
 
-        assert run_id is not None
-        return plan_batch_run(params, data_interval_start, data_interval_end, run_id,
-                              batch).to_xcom()
+        assert run_id is not None and dag_run is not None
+        return plan_batch_run(params, data_interval_start, data_interval_end, run_id, batch,
+                              logical_date=logical_date, conf=dag_run.conf).to_xcom()
 
     @task.sensor(poke_interval=batch.completeness_poke_seconds, mode="reschedule",
                  timeout=timedelta(hours=batch.completeness_timeout_hours))

@@ -3,8 +3,9 @@
 Every ``batch.restate_every_minutes`` the one task reads bronze's Delta log for rows that
 arrived after the slice of their window was published (``lambdalake.batch.late_arrivals``),
 and triggers a run of ``lambdalake_batch_views`` for each such published interval (run id
-``restate__<interval start>__<time>``, the views waiting in it, their late rows as the
-``restating`` param): oldest first, at most ``batch.restate_max_intervals`` at a time, never
+``restate__<interval start>__<time>``, the interval as its data interval, the views waiting
+in it and their late rows as ``restating`` in its conf, a note that links this DAG's run and
+names the late rows): oldest first, at most ``batch.restate_max_intervals`` at a time, never
 beside a batch run of an overlapping interval. Each run has the sensor, gates and
 ``replaceWhere`` of a scheduled run; its publication leaves the high-water mark where it is
 and is logged in ``batch_restatements``. Rows waiting longer than

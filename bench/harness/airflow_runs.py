@@ -108,8 +108,7 @@ def hourly_runs(client: AirflowClient, hours: list[datetime]) -> list[dict[str, 
     measured = []
     for hour in hours:
         triggered = time.monotonic()
-        run_id = client.trigger(DAG_ID, conf={"start": iso(hour),
-                                              "end": iso(hour + timedelta(hours=1))})
+        run_id = client.trigger(DAG_ID, interval=(hour, hour + timedelta(hours=1)))
         state = client.wait_for_run(DAG_ID, run_id)
         if state != "success":
             raise RuntimeError(f"run {run_id} ended {state}")

@@ -82,6 +82,11 @@ def midnight(day: date) -> datetime:
     return datetime.combine(day, datetime.min.time(), tzinfo=UTC)
 
 
+def day_interval(day: date) -> tuple[datetime, datetime]:
+    """``day`` as a triggered run's data interval."""
+    return midnight(day), midnight(day + timedelta(days=1))
+
+
 @pytest.fixture(scope="module")
 def stack(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Platform]]
              ) -> Iterator[Platform]:
@@ -269,8 +274,7 @@ def test_a_compute_task_killed_mid_write_is_retried_to_the_same_slices(
     reference = view_rows(settings, [day])
     assert all(reference.values()), "the backfill test above publishes the day first"
     before = table_versions(settings)
-    run_id = client.trigger(DAG_ID, {"start": f"{day}T00:00:00Z",
-                                     "end": f"{day + timedelta(days=1)}T00:00:00Z"})
+    run_id = client.trigger(DAG_ID, interval=day_interval(day))
     driver = spark_driver("batch_views", run_id)
     deadline = time.monotonic() + 600
     while not views_staged(settings, run_id, day):
@@ -302,8 +306,7 @@ def run_through_an_outage(stack: Platform, client: AirflowClient, day: date,
     with ``kill``) for 20 s, then start it again and call ``after``; return the run's final
     state and its tasks' tries."""
     settings = stack.settings
-    run_id = client.trigger(DAG_ID, {"start": f"{day}T00:00:00Z",
-                                     "end": f"{day + timedelta(days=1)}T00:00:00Z"})
+    run_id = client.trigger(DAG_ID, interval=day_interval(day))
     spark_driver("batch_views", run_id)
     deadline = time.monotonic() + 600
     while not views_staged(settings, run_id, day):
@@ -654,6 +657,13 @@ def failed_at_gate_views(client: AirflowClient, run_id: str) -> None:
     assert client.task_instance(DAG_ID, run_id, "gate_views")["try_number"] == 1
 
 
+def shown_interval(client: AirflowClient, run_id: str) -> tuple[datetime, datetime]:
+    """The data interval the run's page shows."""
+    run = client.dag_run(DAG_ID, run_id)
+    return (datetime.fromisoformat(run["data_interval_start"]),
+            datetime.fromisoformat(run["data_interval_end"]))
+
+
 def restatement_run(client: AirflowClient, day: date, timeout: float = 600) -> str:
     """The restatement run of ``day`` the restatement DAG (unpaused) triggers next."""
     deadline = time.monotonic() + timeout
@@ -689,8 +699,8 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
         assert api_totals(settings, day) == before and view_rows(settings, [day]) == served
         assert {w.view: w.rows for w in LateArrivals(settings, views).waiting()} == waiting
 
-    rerun = client.trigger(DAG_ID, {"start": f"{day}T00:00:00Z",
-                                    "end": f"{day + timedelta(days=1)}T00:00:00Z"})
+    rerun = client.trigger(DAG_ID, interval=day_interval(day))
+    assert shown_interval(client, rerun) == day_interval(day)
     during = break_its_staged_slice(stack, client, rerun, day, lambda: api_totals(settings, day))
     failed_at_gate_views(client, rerun)
     assert during == [before, before]
@@ -700,14 +710,17 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     assert page.status_code == 200 and "range:views" in page.text, page.text[-2000:]
 
     other = TODAY - timedelta(days=5)  # no run covered it: a day without events
-    other_run = client.trigger(DAG_ID, {"start": f"{other}T00:00:00Z",
-                                        "end": f"{other + timedelta(days=1)}T00:00:00Z"})
+    other_run = client.trigger(DAG_ID, interval=day_interval(other))
     assert client.wait_for_run(DAG_ID, other_run, timeout=900) == "success"
     answers_unchanged()
 
     client.unpause(RESTATEMENT_DAG_ID)
     try:
         restating = restatement_run(client, day)
+        assert shown_interval(client, restating) == day_interval(day)
+        shown = client.dag_run(DAG_ID, restating)
+        assert shown["note"].startswith(f"Triggered by [{RESTATEMENT_DAG_ID} run "), shown
+        assert set(shown["conf"]["restating"]) == set(waiting), shown
         during = break_its_staged_slice(stack, client, restating, day,
                                         lambda: api_totals(settings, day))
         failed_at_gate_views(client, restating)
@@ -760,9 +773,7 @@ def test_an_injected_bad_batch_stops_at_the_gate_until_the_data_is_fixed(
 ) -> None:
     settings = stack.settings
     bad_ids = inject_bad_batch(settings)
-    interval = {"start": f"{BAD_DAY}T00:00:00Z", "end": f"{BAD_DAY + timedelta(days=1)}T00:00:00Z"}
-
-    failed_run = client.trigger(DAG_ID, interval)
+    failed_run = client.trigger(DAG_ID, interval=day_interval(BAD_DAY))
     assert client.wait_for_run(DAG_ID, failed_run, timeout=900) == "failed"
     states = client.task_states(DAG_ID, failed_run)
     assert states["gate_bronze"] == "failed", states
@@ -785,7 +796,7 @@ def test_an_injected_bad_batch_stops_at_the_gate_until_the_data_is_fixed(
     DeltaTable(settings.table_path(BRONZE_TABLE)).delete(
         f"event_date = '{BAD_DAY}' AND event_id IN ("
         + ", ".join(f"'{event_id}'" for event_id in bad_ids) + ")")
-    fixed_run = client.trigger(DAG_ID, interval)
+    fixed_run = client.trigger(DAG_ID, interval=day_interval(BAD_DAY))
     assert client.wait_for_run(DAG_ID, fixed_run, timeout=900) == "success"
     assert set(client.task_states(DAG_ID, fixed_run).values()) == {"success"}
     for name in load_views():

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 
@@ -26,6 +27,9 @@ from lambdalake.timeutil import iso_utc
 
 RESTATEMENTS_TABLE = "batch_restatements"
 RUN_ID_PREFIX = "restate__"
+RESTATEMENT_DAG_ID = "lambdalake_restatement"
+NOTE_LIMIT = 1000
+"""Airflow keeps at most this many characters of a run's note."""
 _TIME = pa.timestamp("us", tz="UTC")
 _SCHEMA = pa.schema([
     pa.field("view", pa.string(), nullable=False),
@@ -60,10 +64,21 @@ class Restatement:
     views: dict[str, LateRows]
 
     def conf(self) -> dict[str, Any]:
-        """The batch DAG's trigger params for this run."""
-        return {"start": iso_utc(self.start), "end": iso_utc(self.end),
-                "views": sorted(self.views),
+        """The run's conf: its views, and their late rows as ``restating`` (not a form
+        param: the batch DAG's ``plan`` reads it from the conf). Its interval is the run's
+        data interval."""
+        return {"views": sorted(self.views),
                 "restating": {name: vars(late) for name, late in sorted(self.views.items())}}
+
+    def note(self, cause_run_id: str) -> str:
+        """The run page's note: which restatement run triggered it, for which late rows."""
+        path = f"/dags/{RESTATEMENT_DAG_ID}/runs/{quote(cause_run_id, safe='')}"
+        late = "; ".join(f"`{name}` {late.rows} rows ({late.events} events; slice computed "
+                         f"from bronze v{late.computed_from})"
+                         for name, late in sorted(self.views.items()))
+        return (f"Triggered by [{RESTATEMENT_DAG_ID} run {cause_run_id}]({path}): restates "
+                f"[{iso_utc(self.start)}, {iso_utc(self.end)}) for the late rows that reached "
+                f"bronze after it was published: {late}.")[:NOTE_LIMIT]
 
     def run_id(self, now: datetime) -> str:
         return f"{RUN_ID_PREFIX}{iso_utc(self.start)}__{now.astimezone(UTC):%Y%m%dT%H%M%S}"

@@ -1,12 +1,13 @@
 """What one run of the batch DAG does, step by step, as plain functions (the DAG is wiring).
 
-A run covers an event-time interval: its data interval, or the interval given in the
-trigger form. It waits until bronze is complete for the interval, gates bronze, recomputes
-into staging tables (or, for a full reprocess, builds new versions), gates what it wrote,
-and publishes: the staged slices are copied into the tables readers use and the
-publication log advances the high-water mark, or switched versions become visible. Nothing
-a run writes is visible before its gate passed (``lambdalake.batch.staging``). Each
-Spark step runs as a child process (``run_spark_job``) whose ``result`` lines come back here.
+A run covers an event-time interval: its data interval (for a run triggered with the
+form's default logical date, the last whole interval before it). It waits until bronze is
+complete for the interval, gates bronze, recomputes into staging tables (or, for a full
+reprocess, builds new versions), gates what it wrote, and publishes: the staged slices are
+copied into the tables readers use and the publication log advances the high-water mark,
+or switched versions become visible. Nothing a run writes is visible before its gate
+passed (``lambdalake.batch.staging``). Each Spark step runs as a child process
+(``run_spark_job``) whose ``result`` lines come back here.
 """
 
 from __future__ import annotations
@@ -54,18 +55,28 @@ class BatchPlan:
 
 def plan_batch_run(
     params: dict[str, Any], data_interval_start: datetime | None,
-    data_interval_end: datetime | None, run_id: str, batch: BatchSettings | None = None,
+    data_interval_end: datetime | None, run_id: str, batch: BatchSettings | None = None, *,
+    logical_date: datetime | None = None, conf: dict[str, Any] | None = None,
 ) -> BatchPlan:
-    """The run's plan from its trigger-form params and its data interval.
+    """The run's plan from its trigger-form params, its conf and its data interval.
 
-    A data interval Airflow gave a run triggered by hand ends when it was triggered (the
-    form's default logical date is "now"): the run covers the last whole interval of the
-    schedule (``batch``; default: the settings') that ended by then. Raises ``ValueError``
-    with a message for the UI when the params do not make sense.
+    The run computes its data interval. The one Airflow infers for a run triggered by hand
+    ends at its logical date (the form's default is "now"; see ``inferred_for_a_manual_run``):
+    the run covers the last whole interval of the schedule (``batch``; default: the
+    settings') that ended by then. Any other data interval (a scheduled run's, a backfill's,
+    one set in the form or through the REST API) is computed as it is, and must be aligned
+    to the views' grain. Raises ``ValueError`` with a message for the UI when the params or
+    the conf do not make sense.
     """
     from lambdalake.batch.recompute import check_interval
     from lambdalake.views.definition import load_views
 
+    conf = conf or {}
+    legacy = sorted({"start", "end"} & set(conf))
+    if legacy:
+        raise ValueError(f"conf {legacy}: the run computes its data interval; trigger it with "
+                         "one (the form's Data Interval, or data_interval_start/end through "
+                         "the REST API: lambdalake recompute)")
     views = load_views()
     names = list(params.get("views") or sorted(views))
     unknown = sorted(set(names) - set(views))
@@ -73,22 +84,28 @@ def plan_batch_run(
         raise ValueError(f"unknown views {unknown}; known: {sorted(views)}")
     if params.get("full_reprocess"):
         return BatchPlan(None, None, names, True, run_id)
-    override = (params.get("start"), params.get("end"))
-    if any(override) and not all(override):
-        raise ValueError("give both start and end to override the interval, or neither")
-    if all(override):
-        start, end = _parse_utc(override[0]), _parse_utc(override[1])
-    elif data_interval_start is not None and data_interval_end is not None:
-        schedule = batch or get_settings().batch
+    if data_interval_start is None or data_interval_end is None:
+        raise ValueError("this run has no data interval: trigger it with a logical date or a "
+                         "data interval")
+    start, end = data_interval_start, data_interval_end
+    schedule = batch or get_settings().batch
+    if inferred_for_a_manual_run(start, end, logical_date, schedule.interval_seconds):
         start, end = last_whole_interval(
-            data_interval_start.astimezone(UTC), data_interval_end.astimezone(UTC),
-            schedule.interval_seconds, datetime.combine(schedule.first_day, time(), UTC))
-    else:
-        raise ValueError("this run has no data interval: give start and end")
-    assert start is not None and end is not None
+            start.astimezone(UTC), end.astimezone(UTC), schedule.interval_seconds,
+            datetime.combine(schedule.first_day, time(), UTC))
     for name in names:
         check_interval(views[name], start, end)
-    return BatchPlan(start, end, names, False, run_id, _restating(params, names))
+    return BatchPlan(start, end, names, False, run_id, _restating(conf, names))
+
+
+def inferred_for_a_manual_run(start: datetime, end: datetime, logical_date: datetime | None,
+                              seconds: int) -> bool:
+    """Whether [start, end) is the data interval Airflow infers for a run triggered with a
+    logical date and no data interval: one schedule interval ending at the logical date. A
+    scheduled run's (and a backfill's) logical date is its interval's start; the REST
+    client's (``AirflowClient.trigger``) is the trigger moment, after its interval."""
+    return logical_date is not None and end == logical_date \
+        and end - start == timedelta(seconds=seconds)
 
 
 def last_whole_interval(start: datetime, end: datetime, seconds: int,
@@ -107,9 +124,10 @@ def last_whole_interval(start: datetime, end: datetime, seconds: int,
     return last_end - timedelta(seconds=seconds), last_end
 
 
-def _restating(params: dict[str, Any], names: list[str]) -> dict[str, dict[str, int]] | None:
-    """The restatement DAG's account of the late rows this run takes in, checked."""
-    restating = params.get("restating")
+def _restating(conf: dict[str, Any], names: list[str]) -> dict[str, dict[str, int]] | None:
+    """The restatement DAG's account of the late rows this run takes in (in the run's conf,
+    not a form param), checked."""
+    restating = conf.get("restating")
     if not restating:
         return None
     fields = {"rows", "events", "computed_from"}

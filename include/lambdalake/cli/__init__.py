@@ -1,8 +1,8 @@
 """The ``lambdalake`` command line, one module per command group: ``stack`` (setup, up,
 down, clean, status, Airflow, Spark Connect, the object store, the streams), ``data`` (demo,
-produce, contracts, query), ``quality`` (quality, report) and ``docs`` (settings, docs);
-``main`` assembles the parser. The top layer: it drives operations and every layer below,
-and nothing imports it."""
+produce, contracts, query, sql, recompute), ``quality`` (quality, report) and ``docs``
+(settings, docs); ``main`` assembles the parser. The top layer: it drives operations and
+every layer below, and nothing imports it."""
 
 from __future__ import annotations
 

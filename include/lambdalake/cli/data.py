@@ -1,4 +1,5 @@
-"""Commands about the data: the demo, the traffic generator, the contracts and queries."""
+"""Commands about the data: the demo, the traffic generator, the contracts, queries and
+batch runs over an interval."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from lambdalake.contracts.registry import EVENTS_DIR
 from lambdalake.settings import Settings
+from lambdalake.timeutil import utc_argument
 
 if TYPE_CHECKING:
     from lambdalake.cli import Commands
@@ -20,6 +23,38 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from lambdalake.operations.demo import run_demo
 
     run_demo(settings, args.traffic, args.seed, echo=print)
+    return 0
+
+
+def cmd_recompute(settings: Settings, args: argparse.Namespace) -> int:
+    """One run of the batch DAG through Airflow's REST API, over [--start, --end) as its
+    data interval (Airflow's ``dags trigger`` cannot set one), or a full reprocess."""
+    from lambdalake.operations.restatement import BATCH_DAG_ID
+    from lambdalake.orchestration.airflow_api import trigger_client
+    from lambdalake.timeutil import iso_utc
+    from lambdalake.views.definition import load_views
+
+    bounds = [bound for bound in (args.start, args.end) if bound is not None]
+    unknown = sorted(set(args.views or []) - set(load_views()))
+    problem = None
+    if unknown:
+        problem = f"unknown views {unknown}"
+    elif args.full_reprocess and bounds:
+        problem = "a full reprocess covers all of history: no --start or --end"
+    elif not args.full_reprocess and len(bounds) < 2:
+        problem = "give --start and --end (or --full-reprocess)"
+    if problem:
+        print(f"lambdalake recompute: {problem}", file=sys.stderr)
+        return 2
+    conf: dict[str, Any] = {"full_reprocess": args.full_reprocess}
+    if args.views:
+        conf["views"] = args.views
+    interval = None if args.full_reprocess else (args.start, args.end)
+    run_id = trigger_client(settings).trigger(BATCH_DAG_ID, conf, interval=interval)
+    what = "a full reprocess" if interval is None else \
+        f"[{iso_utc(args.start)}, {iso_utc(args.end)})"
+    print(f"triggered {BATCH_DAG_ID} run {run_id} for {what}: "
+          f"{settings.airflow.base_url}/dags/{BATCH_DAG_ID}/runs/{quote(run_id, safe='')}")
     return 0
 
 
@@ -185,6 +220,7 @@ def add_commands(commands: Commands) -> None:
     contracts.set_defaults(run=cmd_contracts)
     _add_produce(commands)
     _add_query(commands)
+    _add_recompute(commands)
     sql = commands.add_parser(
         "sql", help="a read-only SQL query over the merged views (DuckDB's dialect)")
     sql.add_argument("statement", help="e.g. \"SELECT page, sum(views) FROM page_traffic "
@@ -207,6 +243,20 @@ def _add_query(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     query.add_argument("--offset", type=int, default=0)
     query.add_argument("--format", choices=["table", "json"], default="table")
     query.set_defaults(run=cmd_query)
+
+
+def _add_recompute(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    recompute = commands.add_parser(
+        "recompute", help="trigger one batch run over an interval (its data interval) or a "
+        "full reprocess, through Airflow's REST API")
+    recompute.add_argument("--start", type=utc_argument,
+                           help="interval start, e.g. 2026-12-01T00:00:00Z (the views' grain)")
+    recompute.add_argument("--end", type=utc_argument, help="interval end (exclusive)")
+    recompute.add_argument("--views", nargs="+", metavar="VIEW",
+                           help="the views to recompute (default: all)")
+    recompute.add_argument("--full-reprocess", action="store_true",
+                           help="rebuild the views from all of bronze into new versions")
+    recompute.set_defaults(run=cmd_recompute)
 
 
 def _add_produce(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

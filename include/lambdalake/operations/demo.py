@@ -129,15 +129,16 @@ def produce_and_reconcile(settings: Settings, profile: TrafficProfile,
 
 
 def run_batch(settings: Settings, plan: DemoPlan, echo: Callable[[str], None]) -> None:
-    """One manual run of the batch DAG over the plan's interval, through the REST API."""
+    """One manual run of the batch DAG over the plan's interval, through the REST API (the
+    interval is the run's data interval, shown on its page)."""
     from lambdalake.orchestration.airflow_api import admin_client
 
     client = admin_client(settings)
     client.wait_for_dag(BATCH_DAG)
     client.unpause(BATCH_DAG)  # from now on it also runs every closed hour on its own
-    conf = {"start": iso(plan.batch_start), "end": iso(plan.batch_end)}
-    run_id = client.trigger(BATCH_DAG, conf)
-    echo(f"triggered {BATCH_DAG} for [{conf['start']}, {conf['end']}): run {run_id}; waiting ...")
+    run_id = client.trigger(BATCH_DAG, interval=(plan.batch_start, plan.batch_end))
+    echo(f"triggered {BATCH_DAG} for [{iso(plan.batch_start)}, {iso(plan.batch_end)}): run "
+         f"{run_id}; waiting ...")
     state = client.wait_for_run(BATCH_DAG, run_id, timeout=1800)
     for task, task_state in client.task_states(BATCH_DAG, run_id).items():
         echo(f"  {task:<16} {task_state}")

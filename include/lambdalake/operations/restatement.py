@@ -2,8 +2,9 @@
 late rows reached, trigger a batch run for each, warn about rows waiting too long.
 
 The batch runs go through Airflow's REST API, so each is an ordinary, visible run of
-``lambdalake_batch_views`` (run id ``restate__<interval start>__<time>``) with the same
-sensor, gates and publication as a scheduled one. The API also tells which intervals batch
+``lambdalake_batch_views`` (run id ``restate__<interval start>__<time>``; its data interval
+the restated one, its note naming the cycle's run and the late rows) with the same sensor,
+gates and publication as a scheduled one. The API also tells which intervals batch
 runs are computing now: a restatement never starts beside a run of an overlapping interval,
 no more than ``batch.restate_max_intervals`` restatement runs are active at once, and an
 interval whose restatement failed (a gate stopped it) waits
@@ -19,6 +20,7 @@ from typing import Any
 from lambdalake.batch.late_arrivals import LateArrivals, Waiting
 from lambdalake.batch.publication import read_publications
 from lambdalake.batch.restatement import (
+    RESTATEMENT_DAG_ID,
     RUN_ID_PREFIX,
     Interval,
     Restatement,
@@ -68,13 +70,13 @@ def warn_after_seconds(settings: Settings, views: list[ViewDefinition]) -> int:
 
 
 def run_interval(run: dict[str, Any]) -> Interval | None:
-    """The event-time interval an active batch run recomputes (None: a full reprocess,
-    which builds new versions and carries newer slices over when it switches)."""
-    conf = run.get("conf") or {}
-    if conf.get("full_reprocess"):
+    """The event-time interval an active batch run recomputes: its data interval (None: a
+    full reprocess, which builds new versions and carries newer slices over when it
+    switches). A run triggered with the form's defaults computes the last whole interval
+    within it, so its data interval covers what it computes."""
+    if (run.get("conf") or {}).get("full_reprocess"):
         return None
-    start = conf.get("start") or run.get("data_interval_start")
-    end = conf.get("end") or run.get("data_interval_end")
+    start, end = run.get("data_interval_start"), run.get("data_interval_end")
     return (parse_utc(start), parse_utc(end)) if start and end else None
 
 
@@ -93,14 +95,16 @@ def restatement_cycle(settings: Settings, client: AirflowClient, now: datetime,
     busy += [interval for run in failed if (interval := run_interval(run)) is not None]
     room = max(0, settings.batch.restate_max_intervals - len(still_running))
     planned = plan_restatements(waiting, read_publications(settings), busy, room)
-    triggered = [(client.trigger(BATCH_DAG_ID, restatement.conf(), restatement.run_id(now)),
+    triggered = [(client.trigger(BATCH_DAG_ID, restatement.conf(), restatement.run_id(now),
+                                 (restatement.start, restatement.end),
+                                 restatement.note(cycle_run_id)),
                   restatement) for restatement in planned]
     allowed = timedelta(seconds=warn_after_seconds(settings, views))
     overdue = [w for w in waiting if w.waiting_since and now - w.waiting_since > allowed]
     grains = {view.name: view.grain_seconds for view in views}
     for late in overdue:
         record(waiting_too_long(late, grains[late.view], now, allowed), settings,
-               run_id=cycle_run_id, dag_id="lambdalake_restatement")
+               run_id=cycle_run_id, dag_id=RESTATEMENT_DAG_ID)
     return RestatementCycle(waiting, triggered, still_running, overdue,
                             [str(run["dag_run_id"]) for run in failed])
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from lambdalake.settings import Settings
+from lambdalake.timeutil import iso_utc
 
 TERMINAL_STATES = {"success", "failed"}
 PAGE_SIZE = 100
@@ -66,11 +67,24 @@ class AirflowClient:
         self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
 
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None,
-                run_id: str | None = None) -> str:
-        """Trigger a run (``run_id``: Airflow's own when None); return its run id."""
+                run_id: str | None = None, interval: tuple[datetime, datetime] | None = None,
+                note: str | None = None) -> str:
+        """Trigger a run (``run_id``: Airflow's own when None); return its run id.
+
+        ``interval`` becomes the run's data interval, so its page shows what it computes.
+        Airflow sets a data interval only with a logical date; the trigger moment is that
+        date, since each logical date is one run's (a scheduled run's is its interval's
+        start). ``note``: the run page's note (Markdown), e.g. why the run was triggered.
+        """
         body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
+        if interval is not None:
+            body.update(logical_date=datetime.now(UTC).isoformat(),
+                        data_interval_start=iso_utc(interval[0]),
+                        data_interval_end=iso_utc(interval[1]))
         if run_id is not None:
             body["dag_run_id"] = run_id
+        if note is not None:
+            body["note"] = note
         run = self._call("POST", f"/dags/{dag_id}/dagRuns", json=body)
         return str(run["dag_run_id"])
 
@@ -79,8 +93,12 @@ class AirflowClient:
         params = {"limit": 100, "state": ["queued", "running"]}
         return list(self._call("GET", f"/dags/{dag_id}/dagRuns", params=params)["dag_runs"])
 
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        """One run as its page shows it: state, data interval, conf, note and more."""
+        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return str(self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
+        return str(self.dag_run(dag_id, run_id)["state"])
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         instances = self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")

@@ -59,11 +59,17 @@ def test_a_window_is_restated_with_the_whole_interval_its_run_published(
     (restatement,) = plan(lake, views, busy=[])
     assert (restatement.start, restatement.end) == (hour(0), hour(24))
     assert restatement.views == {"page_traffic": LateRows(3, 3, first)}
-    assert restatement.conf() == {
-        "start": "2026-11-20T00:00:00Z", "end": "2026-11-21T00:00:00Z",
+    assert restatement.conf() == {  # the interval is the run's data interval
         "views": ["page_traffic"],
         "restating": {"page_traffic": {"rows": 3, "events": 3, "computed_from": first}}}
     assert restatement.run_id(hour(30)) == "restate__2026-11-20T00:00:00Z__20261121T060000"
+    cause = "scheduled__2026-11-21T05:50:00+00:00"
+    assert restatement.note(cause) == (
+        "Triggered by [lambdalake_restatement run scheduled__2026-11-21T05:50:00+00:00]"
+        "(/dags/lambdalake_restatement/runs/scheduled__2026-11-21T05%3A50%3A00%2B00%3A00): "
+        "restates [2026-11-20T00:00:00Z, 2026-11-21T00:00:00Z) for the late rows that "
+        f"reached bronze after it was published: `page_traffic` 3 rows (3 events; slice "
+        f"computed from bronze v{first}).")
 
 
 def test_rows_waiting_say_since_when(lake: Settings, views: list[ViewDefinition]) -> None:

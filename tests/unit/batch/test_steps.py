@@ -45,56 +45,72 @@ def test_a_run_triggered_now_with_the_forms_defaults_covers_the_last_whole_inter
 
     triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
     hourly = BatchSettings(interval="1 hour", start_date=date(2026, 11, 1))
-    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", hourly)
+    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", hourly,
+                          logical_date=triggered)
     assert (plan.start, plan.end) == (datetime(2026, 11, 20, 18, tzinfo=UTC),
                                       datetime(2026, 11, 20, 19, tzinfo=UTC))
     # a schedule of 7 hours from the first day's midnight: its intervals, not the epoch's
     seven = BatchSettings(interval="7 hours", start_date=date(2026, 11, 20))
     scheduled = (datetime(2026, 11, 20, 7, tzinfo=UTC), datetime(2026, 11, 20, 14, tzinfo=UTC))
-    assert plan_batch_run({}, *scheduled, "scheduled__z", seven).interval_args == [
+    assert plan_batch_run({}, *scheduled, "scheduled__z", seven,
+                          logical_date=scheduled[0]).interval_args == [
         "--start", "2026-11-20T07:00:00Z", "--end", "2026-11-20T14:00:00Z"]
-    late = plan_batch_run({}, triggered - timedelta(hours=7), triggered, "manual__y", seven)
+    late = plan_batch_run({}, triggered - timedelta(hours=7), triggered, "manual__y", seven,
+                          logical_date=triggered)
     assert (late.start, late.end) == scheduled
     import pendulum  # what Airflow hands the plan task
 
     now = pendulum.instance(triggered)
-    airflows = plan_batch_run({}, now.subtract(hours=1), now, "manual__z", hourly)
+    airflows = plan_batch_run({}, now.subtract(hours=1), now, "manual__z", hourly,
+                              logical_date=now)
     assert (airflows.start, airflows.end) == (plan.start, plan.end)
 
 
-def test_the_trigger_form_overrides_interval_and_views() -> None:
-    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T06:00:00+00:00",
-              "views": ["funnel"]}
-    plan = plan_batch_run(params, START, END, "manual__x")
-    assert (plan.start, plan.end, plan.views) == (
-        datetime(2026, 11, 19, tzinfo=UTC), datetime(2026, 11, 19, 6, tzinfo=UTC), ["funnel"])
+def test_a_data_interval_set_on_purpose_is_computed_as_it_is() -> None:
+    """Set in the form (*Specify Manually*) or through the REST API (whose client's logical
+    date is the trigger moment): hours or days, aligned to the views' grain, never moved to
+    the schedule's intervals; unaligned, the plan refuses it."""
+    triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
+    days = (datetime(2026, 11, 18, tzinfo=UTC), datetime(2026, 11, 20, 6, tzinfo=UTC))
+    plan = plan_batch_run({"views": ["funnel"]}, *days, "manual__x", logical_date=triggered)
+    assert (plan.start, plan.end, plan.views) == (*days, ["funnel"])
+    with pytest.raises(ValueError, match="not aligned"):
+        plan_batch_run({}, triggered - timedelta(hours=2), triggered - timedelta(minutes=20),
+                       "manual__y", logical_date=triggered)
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"views": ["nope"]}, "unknown views"),
-    ({"start": "2026-11-19T00:00:00Z"}, "give both start and end"),
-    ({"start": "2026-11-19T00:30:00Z", "end": "2026-11-19T02:00:00Z"}, "not aligned"),
-    ({"start": "2026-11-19T02:00:00Z", "end": "2026-11-19T01:00:00Z"}, "empty interval"),
-    ({"start": "2026-11-19T00:00:00", "end": "2026-11-19T01:00:00"}, "no time zone"),
-    ({"views": ["funnel"], "restating": {"page_traffic": {
-        "rows": 1, "events": 1, "computed_from": 3}}}, "one of this run's views"),
-    ({"restating": {"funnel": {"rows": -1, "events": 1, "computed_from": 3}}},
-     "non-negative integers"),
-    ({"restating": {"funnel": {"rows": 1}}}, "non-negative integers"),
+@pytest.mark.parametrize(("params", "conf", "interval", "message"), [
+    ({"views": ["nope"]}, {}, (START, END), "unknown views"),
+    ({}, {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T01:00:00Z"}, (START, END),
+     "the run computes its data interval"),
+    ({}, {}, (START + timedelta(minutes=30), END), "not aligned"),
+    ({}, {}, (END, START), "empty interval"),
+    ({}, {}, (START.replace(tzinfo=None), END.replace(tzinfo=None)), "timezone-aware"),
+    ({}, {}, (None, None), "no data interval"),
+    ({"views": ["funnel"]}, {"restating": {"page_traffic": {
+        "rows": 1, "events": 1, "computed_from": 3}}}, (START, END), "one of this run's views"),
+    ({}, {"restating": {"funnel": {"rows": -1, "events": 1, "computed_from": 3}}},
+     (START, END), "non-negative integers"),
+    ({}, {"restating": {"funnel": {"rows": 1}}}, (START, END), "non-negative integers"),
 ])
-def test_bad_params_fail_the_plan_with_a_clear_message(params: dict, message: str) -> None:
+def test_bad_params_fail_the_plan_with_a_clear_message(
+    params: dict, conf: dict, interval: tuple[datetime | None, datetime | None], message: str,
+) -> None:
     with pytest.raises(ValueError, match=message):
-        plan_batch_run(params, START, END, "manual__x")
+        plan_batch_run(params, *interval, "manual__x", conf=conf)
 
 
-def test_a_restatement_carries_its_late_rows_to_the_publication() -> None:
+def test_a_restatement_carries_its_late_rows_from_the_conf_to_the_publication() -> None:
+    """The restatement DAG passes them in the run's conf; the form has no such field (a
+    param of the same name is not read)."""
     late = {"rows": 5, "events": 4, "computed_from": 17}
-    params = {"start": "2026-11-19T00:00:00Z", "end": "2026-11-19T01:00:00Z",
-              "views": ["funnel"], "restating": {"funnel": late}}
-    plan = plan_batch_run(params, START, END, "restate__x")
-    assert plan.restating == {"funnel": late}
+    hour = (datetime(2026, 11, 19, tzinfo=UTC), datetime(2026, 11, 19, 1, tzinfo=UTC))
+    conf = {"views": ["funnel"], "restating": {"funnel": late}}
+    plan = plan_batch_run({"views": ["funnel"]}, *hour, "restate__x", conf=conf)
+    assert (plan.start, plan.end, plan.restating) == (*hour, {"funnel": late})
     assert BatchPlan.from_xcom(plan.to_xcom()) == plan
-    assert plan_batch_run({}, START, END, "scheduled__x").restating is None
+    assert plan_batch_run({"restating": {"funnel": late}}, START, END,
+                          "scheduled__x").restating is None
 
 
 def test_a_full_reprocess_needs_no_interval() -> None:

@@ -31,6 +31,8 @@ print(json.dumps({
     "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY),
     "batch_upstream": {task.task_id: sorted(task.upstream_task_ids)
                        for task in bag.dags["lambdalake_batch_views"].tasks},
+    "batch_params": {name: {"default": param.value, "schema": param.schema}
+                     for name, param in bag.dags["lambdalake_batch_views"].params.items()},
 }))
 """
 
@@ -65,3 +67,20 @@ def test_a_batch_run_computes_only_after_its_bronze_gate_and_publishes_after_its
         "plan": [], "wait_for_bronze": ["plan"], "gate_bronze": ["plan", "wait_for_bronze"],
         "compute": ["gate_bronze", "plan"], "gate_views": ["compute", "plan"],
         "publish": ["compute", "gate_views", "plan"]}
+
+
+def test_the_batch_trigger_form_asks_only_for_views_and_full_reprocess(report: dict) -> None:
+    """The interval is Airflow's own (logical date or data interval), and the restatement
+    DAG's late rows travel in the conf: neither is a field of the form (or of the backfill
+    dialog, where it would give every run one interval). ``views`` is a multi-select, which
+    Airflow's form offers for an array with ``examples``."""
+    from lambdalake.views.definition import view_names
+
+    params = report["batch_params"]
+    assert sorted(params) == ["full_reprocess", "views"]
+    views = params["views"]["schema"]
+    assert views["type"] == "array" and views["examples"] == view_names()
+    assert views["items"] == {"type": "string", "enum": view_names()}
+    assert params["views"]["default"] == view_names()
+    assert params["full_reprocess"]["default"] is False
+    assert params["full_reprocess"]["schema"]["type"] == "boolean"

@@ -30,7 +30,7 @@ class Airflow:
                  finished: list[dict[str, Any]] | None = None) -> None:
         self.active = active
         self.finished = finished or []
-        self.triggered: list[tuple[str, dict[str, Any]]] = []
+        self.triggered: list[tuple[str, dict[str, Any], tuple[datetime, datetime], str]] = []
 
     def active_runs(self, dag_id: str) -> list[dict[str, Any]]:
         assert dag_id == BATCH_DAG_ID
@@ -45,8 +45,9 @@ class Airflow:
         return [run for run in self.finished
                 if run.get("end_date") and parse_utc(run["end_date"]) >= ended_after]
 
-    def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str) -> str:
-        self.triggered.append((run_id, conf))
+    def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str,
+                interval: tuple[datetime, datetime], note: str) -> str:
+        self.triggered.append((run_id, conf, interval, note))
         return run_id
 
 
@@ -67,19 +68,45 @@ def cycle(lake: Settings, airflow: Airflow, now: datetime) -> Any:
 
 def test_a_cycle_triggers_the_oldest_intervals_it_has_room_for(lake: Settings) -> None:
     late_rows_in_three_hours(lake)
-    running = {"dag_run_id": "restate__earlier", "state": "running", "conf": {
-        "start": "2026-11-20T03:00:00Z", "end": "2026-11-20T04:00:00Z"}}
+    running = {"dag_run_id": "restate__earlier", "state": "running",
+               "conf": {"views": ["page_traffic"]},
+               "data_interval_start": "2026-11-20T03:00:00Z",
+               "data_interval_end": "2026-11-20T04:00:00Z"}
     scheduled = {"dag_run_id": "scheduled__0", "state": "queued", "conf": {},
                  "data_interval_start": "2026-11-20T00:00:00Z",
                  "data_interval_end": "2026-11-20T01:00:00Z"}
     airflow = Airflow([running, scheduled])
     done = cycle(lake, airflow, datetime.now(UTC))
     # hour 0 is being computed, hour 3 restated; one restatement runs: room for one more
-    assert [(conf["start"], conf["views"]) for _, conf in airflow.triggered] == [
-        ("2026-11-20T02:00:00Z", ["page_traffic"])]
-    assert [run_id for run_id, _ in done.triggered] == [run_id for run_id, _ in airflow.triggered]
+    assert [(interval, conf["views"]) for _, conf, interval, _ in airflow.triggered] == [
+        ((hour(2), hour(3)), ["page_traffic"])]
+    assert [run_id for run_id, _ in done.triggered] == [
+        run_id for run_id, *_ in airflow.triggered]
     assert done.still_running == ["restate__earlier"] and done.overdue == []
     assert any("triggered restate__2026-11-20T02:00:00Z" in line for line in done.describe())
+
+
+def test_a_restatement_run_carries_its_interval_late_rows_and_cause(lake: Settings) -> None:
+    """Triggered with the restated interval as its data interval (its page shows it), the
+    late rows in its conf for the batch DAG's plan, and a note linking the cycle's run."""
+    from lambdalake.batch.steps import plan_batch_run
+
+    late_rows_in_three_hours(lake)
+    airflow = Airflow([])
+    cycle(lake, airflow, datetime.now(UTC))
+    run_id, conf, interval, note = airflow.triggered[0]
+    assert interval == (hour(0), hour(1))
+    assert sorted(conf) == ["restating", "views"] and conf["views"] == ["page_traffic"]
+    late = conf["restating"]["page_traffic"]
+    assert (late["rows"], late["events"], sorted(late)) == (1, 1, [
+        "computed_from", "events", "rows"])
+    assert note.startswith("Triggered by [lambdalake_restatement run scheduled__cycle]"
+                           "(/dags/lambdalake_restatement/runs/scheduled__cycle): restates "
+                           "[2026-11-20T00:00:00Z, 2026-11-20T01:00:00Z)")
+    assert "`page_traffic` 1 rows" in note
+    plan = plan_batch_run({"views": conf["views"]}, *interval, run_id, lake.batch,
+                          logical_date=datetime.now(UTC), conf=conf)
+    assert (plan.start, plan.end, plan.restating) == (hour(0), hour(1), conf["restating"])
 
 
 def test_an_interval_whose_restatement_failed_lately_waits_before_a_retry(
@@ -91,14 +118,14 @@ def test_an_interval_whose_restatement_failed_lately_waits_before_a_retry(
     def failed(hour: int, minutes_ago: int) -> dict[str, Any]:
         return {"dag_run_id": f"restate__h{hour}", "state": "failed",
                 "end_date": (now - timedelta(minutes=minutes_ago)).isoformat(),
-                "conf": {"start": f"2026-11-20T0{hour}:00:00Z",
-                         "end": f"2026-11-20T0{hour + 1}:00:00Z"}}
+                "conf": {"views": ["page_traffic"]},
+                "data_interval_start": f"2026-11-20T0{hour}:00:00Z",
+                "data_interval_end": f"2026-11-20T0{hour + 1}:00:00Z"}
 
     airflow = Airflow([], [failed(0, minutes_ago=5), failed(2, minutes_ago=90),
                            {**failed(3, minutes_ago=1), "state": "success"}])
     done = cycle(lake, airflow, now)  # retry after 60 minutes: hour 0 waits, 2 does not
-    assert [conf["start"] for _, conf in airflow.triggered] == [
-        "2026-11-20T02:00:00Z", "2026-11-20T03:00:00Z"]
+    assert [interval[0] for _, _, interval, _ in airflow.triggered] == [hour(2), hour(3)]
     assert done.held_back == ["restate__h0"]
     assert "restatement run restate__h0 failed lately" in "\n".join(done.describe())
 
@@ -118,10 +145,8 @@ def test_rows_waiting_too_long_record_a_quality_warning(lake: Settings) -> None:
     assert outcome["observed"]["rows"] == 3 and outcome["observed"]["windows"] == 3
 
 
-def test_the_interval_of_an_active_run() -> None:
+def test_the_interval_of_an_active_run_is_its_data_interval() -> None:
     assert run_interval({"conf": {"full_reprocess": True}}) is None
-    assert run_interval({"conf": {"start": "2026-11-20T01:00:00Z",
-                                  "end": "2026-11-20T02:00:00Z"}}) == (hour(1), hour(2))
     assert run_interval({"conf": {}, "data_interval_start": "2026-11-20T00:00:00+00:00",
                          "data_interval_end": "2026-11-20T01:00:00+00:00"}) == (hour(0), hour(1))
     assert run_interval({"conf": None, "data_interval_start": None}) is None
