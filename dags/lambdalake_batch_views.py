@@ -11,7 +11,7 @@ published intervals that late rows reached since (``restate__…`` run ids, thei
 in the conf, a note naming the cause). A run computes its data interval: the trigger
 form's default (logical date "now") gives the last whole interval before it; *Data
 Interval: Specify Manually*, or ``lambdalake recompute``, any interval aligned to the views'
-grain. Backfill with Airflow's own command (the *Backfill* dialog's *All Runs*)::
+slide. Backfill with Airflow's own command (the *Backfill* dialog's *All Runs*)::
 
     lambdalake airflow backfill create --dag-id lambdalake_batch_views \\
         --from-date 2026-11-18 --to-date 2026-11-20 --reprocess-behavior completed

@@ -65,7 +65,7 @@ def plan_batch_run(
     the run covers the last whole interval of the schedule (``batch``; default: the
     settings') that ended by then. Any other data interval (a scheduled run's, a backfill's,
     one set in the form or through the REST API) is computed as it is, and must be aligned
-    to the views' grain. Raises ``ValueError`` with a message for the UI when the params or
+    to the views' slide. Raises ``ValueError`` with a message for the UI when the params or
     the conf do not make sense.
     """
     from lambdalake.batch.recompute import check_interval
