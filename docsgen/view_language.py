@@ -59,8 +59,9 @@ KEY_EXAMPLES: dict[str, tuple[str, str]] = {
               "in UTC", "grain: 1 hour"),
     "slide": ("hopping windows: a window of `grain` starts every `slide`, which divides "
               "`grain`; each event counts in `grain / slide` windows", "slide: 15 minutes"),
-    "lateness": ("how far behind the watermark an event may arrive and still count in the "
-                 "speed layer (a [duration](#durations)); the batch layer counts every event",
+    "lateness": ("how far behind the newest event time the speed layer has seen an event "
+                 "may be and still count there (a [duration](#durations)); the batch layer "
+                 "counts every event",
                  "lateness: 10 minutes"),
     "event_time": ("the event-time column windows are cut by", "event_time: occurred_at"),
     "dimensions": ("the grouping columns: event columns, joined attributes or derived "
