@@ -1,11 +1,13 @@
 """Reference pages generated from the code, so that they cannot drift from it.
 
-    python -m docsgen.reference     # rewrites docs/reference/cli.md and docs/reference/dags.md
+    python -m docsgen.reference     # rewrites docs/reference/{cli,dags,view-language}.md
 
 ``cli.md`` is the ``lambdalake`` command's own help, command by command; ``dags.md`` is each
 DAG's documentation, schedule, parameters and tasks, read from ``dags/`` without importing
-Airflow. ``tests/repo/test_docs.py`` fails when a committed page differs from what this
-module generates (``make docs`` regenerates them).
+Airflow; ``view-language.md`` is written by hand around the lists ``docsgen.view_language``
+reads from the view definition's code (its keys, kinds, expressions and error messages).
+``tests/repo/test_docs.py`` fails when a committed page differs from what this module
+generates (``make docs`` regenerates them).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from docsgen.view_language import PAGE as VIEW_LANGUAGE_PAGE
+from docsgen.view_language import view_language_markdown
 from lambdalake.settings import PROJECT_ROOT
 
 CLI_PAGE = PROJECT_ROOT / "docs" / "reference" / "cli.md"
@@ -173,7 +177,8 @@ def dags_markdown() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-PAGES = {CLI_PAGE: cli_markdown, DAGS_PAGE: dags_markdown}
+PAGES = {CLI_PAGE: cli_markdown, DAGS_PAGE: dags_markdown,
+         VIEW_LANGUAGE_PAGE: view_language_markdown}
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ def test_the_example_is_the_shipped_view() -> None:
     assert yaml.safe_load(example) == yaml.safe_load((VIEWS_DIR / "order_value.yaml").read_text())
 
 
-WORKED = re.findall(r"```yaml example\n(.*?)```", PAGE, re.DOTALL)
+WORKED = re.findall(r"```yaml\n(.*?)```", PAGE.split("\n## Worked examples", 1)[1]
+                    .split("\n## ", 1)[0], re.DOTALL)
 
 
 def test_each_worked_example_is_a_valid_view_of_the_ride_hailing_contract() -> None:

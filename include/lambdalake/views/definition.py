@@ -417,9 +417,11 @@ def view_names(directory: Path = VIEWS_DIR) -> list[str]:
 
 
 def load_views(
-    directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None
+    directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None,
+    entities: EntityRegistry | None = None,
 ) -> dict[str, ViewDefinition]:
-    """Every view definition in ``directory``, validated against the event contracts."""
+    """Every view definition in ``directory``, validated against the event contracts and
+    the entity contracts (``entities``, default ``schemas/entities``) its joins name."""
     from lambdalake.contracts.registry import ContractRegistry
 
     contracts = contracts or ContractRegistry()
@@ -431,7 +433,7 @@ def load_views(
             raise ViewError(f"{path}: {error}") from error
         if view.name != path.stem:
             raise ViewError(f"{path}: the file must be named after the view ({view.name}.yaml)")
-        view.check_against(contracts)
+        view.check_against(contracts, entities)
         views[view.name] = view
     if not views:
         raise ViewError(f"no view definitions in {directory}")
