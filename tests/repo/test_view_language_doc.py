@@ -1,10 +1,6 @@
 """docs/reference/view-language.md is the view language as the code has it: its generated
 lists are current, and every YAML view on it loads with the definition loader against the
-contracts it names (``# checked against <dir>``), as do the per-key examples of its tables.
-
-An example marked ``# needs: <key>`` is skipped only while ``<key>`` is not yet a field of
-``ViewDefinition`` (``slide``, hopping windows being added for issue #62): it loads as soon
-as the key lands."""
+contracts it names (``# checked against <dir>``), as do the per-key examples of its tables."""
 
 from __future__ import annotations
 
@@ -33,8 +29,6 @@ from lambdalake.views.definition import ViewDefinition, load_views
 TEXT = PAGE.read_text()
 FENCES = re.findall(r"^```yaml([^\n]*)\n(.*?)^```", TEXT, re.DOTALL | re.MULTILINE)
 EXAMPLE_BLOCKS = [body for _, body in FENCES]
-NEEDS_ALLOWED = {"slide"}
-"""Keys an example may wait for: the hopping windows' ``slide`` only."""
 RIDE_HAILING_QUESTIONS = {"average_fare", "card_revenue", "rides_by_fare_band",
                           "top_pickup_zones", "last_ride_per_driver", "rides_per_hour_hopping"}
 
@@ -68,24 +62,12 @@ def test_every_yaml_block_is_a_view_naming_its_contracts() -> None:
 @pytest.mark.parametrize("body", EXAMPLE_BLOCKS,
                          ids=[yaml.safe_load(b)["name"] for b in EXAMPLE_BLOCKS])
 def test_each_example_loads_against_the_contracts_it_names(body: str, tmp_path: Path) -> None:
-    needs = _marker(body, "needs")
-    if needs is not None:
-        assert needs in NEEDS_ALLOWED, f"an example may wait only for {sorted(NEEDS_ALLOWED)}"
-        if needs not in ViewDefinition.model_fields:
-            pytest.skip(f"`{needs}` is not yet a key of the view definition")
     contracts = PROJECT_ROOT / str(_marker(body, "checked against"))
     name = yaml.safe_load(body)["name"]
     (tmp_path / f"{name}.yaml").write_text(body)
     entities = EntityRegistry(contracts / "entities") if (contracts / "entities").is_dir() else None
     views = load_views(tmp_path, ContractRegistry(contracts / "events"), entities)
     assert list(views) == [name]
-    if needs is not None:
-        assert getattr(views[name], needs) is not None
-
-
-def test_only_the_hopping_window_example_waits_for_a_key() -> None:
-    waiting = {yaml.safe_load(b)["name"] for b in EXAMPLE_BLOCKS if _marker(b, "needs")}
-    assert waiting == {"rides_per_hour_hopping"}
 
 
 def test_every_worked_question_uses_what_it_is_about() -> None:
@@ -103,9 +85,7 @@ def test_every_worked_question_uses_what_it_is_about() -> None:
 
 @pytest.mark.parametrize("key", sorted(KEY_EXAMPLES))
 def test_each_keys_example_loads(key: str) -> None:
-    if key not in ViewDefinition.model_fields:
-        assert key in NEEDS_ALLOWED, f"{key!r} is no key of the view definition"
-        pytest.skip(f"`{key}` is not yet a key of the view definition")
+    assert key in ViewDefinition.model_fields, f"{key!r} is no key of the view definition"
     example = KEY_EXAMPLES[key][1]
     assert list(yaml.safe_load(example)) == [key]
     assert loader_error(with_change(example)) is None

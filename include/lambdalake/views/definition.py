@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from lambdalake.settings import PROJECT_ROOT
 from lambdalake.timeutil import duration_seconds
@@ -63,6 +63,8 @@ class ViewError(ValueError):
 
 class Measure(BaseModel):
     """One aggregate of a view; its ``kind`` is looked up in ``MEASURE_KINDS``."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not a default
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     kind: str
@@ -105,6 +107,8 @@ UNKNOWN_MEMBER = "unknown"
 class Join(BaseModel):
     """Reference data a view joins: ``attributes`` of ``entity``, by the event's ``key``."""
 
+    model_config = ConfigDict(extra="forbid")
+
     entity: str
     key: str = Field(description="the event column that holds the entity's key")
     attributes: list[str] = Field(min_length=1)
@@ -112,6 +116,8 @@ class Join(BaseModel):
 
 class ViewDefinition(BaseModel):
     """One view: what it reads, how it groups, what it measures."""
+
+    model_config = ConfigDict(extra="forbid")  # `slid: 15 minutes` would be tumbling silently
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str

@@ -58,6 +58,9 @@ def write_view(directory: Path, **changes: object) -> None:
         ({"slide": "2 hours"}, "slide '2 hours' does not divide grain '1 hour'"),
         ({"slide": "0 minutes"}, "slide '0 minutes' does not divide"),
         ({"slide": "every 15"}, "is not a duration"),
+        ({"slid": "15 minutes"}, r"\nslid\s+Extra inputs are not permitted"),
+        ({"measures": [{"name": "p", "kind": "approx_percentile", "column": "amount",
+                        "percentil": 0.5}]}, r"measures\.0\.percentil\s+Extra inputs are not permitted"),
     ],
 )
 def test_bad_definitions_name_the_view_and_the_problem(
