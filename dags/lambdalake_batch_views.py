@@ -5,8 +5,11 @@ reschedule mode (no worker slot held while ingest catches up). ``compute`` write
 tables no reader sees, ``gate_views`` validates them, and only ``publish`` copies them into
 the tables the serving layer reads (write-audit-publish). Spark steps run as child
 processes (``spark_jobs/``) in the ``spark`` pool, which bounds concurrent Spark jobs.
-``publish`` advances each view's high-water mark and emits the ``lambdalake_batch_views``
-asset event the serving layer listens to. DAG ``lambdalake_restatement`` triggers runs of
+``publish`` advances each view's high-water mark and emits an asset event for each view
+it published, on the view's asset ``lambdalake://views/<view>`` (through the alias
+``lambdalake_published_views``; the extra says the interval, the mark, the Delta version
+and whether it was a restatement or a full reprocess): the serving DAG runs on any of
+them, a DAG of yours on the one view it needs. DAG ``lambdalake_restatement`` triggers runs of
 published intervals that late rows reached since (``restate__…`` run ids, their late rows
 in the conf, a note naming the cause). A run computes its data interval: the trigger
 form's default (logical date "now") gives the last whole interval before it; *Data
@@ -23,16 +26,16 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
+from airflow.sdk import AssetAlias, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
 from airflow.sdk.types import DagRunProtocol
 
 from lambdalake.settings import get_settings
-from lambdalake.views import PUBLISHED_ASSET
+from lambdalake.views import PUBLISHED_ALIAS
 from lambdalake.views.definition import view_names
 
 settings = get_settings()
 batch = settings.batch
-BATCH_VIEWS = Asset(PUBLISHED_ASSET)
+PUBLISHED_VIEWS = AssetAlias(PUBLISHED_ALIAS)
 spark_task = partial(task, pool=settings.airflow.spark_pool,
                      execution_timeout=timedelta(minutes=batch.task_timeout_minutes))
 
@@ -110,20 +113,16 @@ def lambdalake_batch_views() -> None:
 
         gate_views(settings, BatchPlan.from_xcom(planned), written)
 
-    @spark_task(outlets=[BATCH_VIEWS])
+    @spark_task(outlets=[PUBLISHED_VIEWS])
     def publish(planned: dict[str, Any], written: list[dict[str, Any]],
-                outlet_events: Any = None) -> dict[str, str]:
+                outlet_events: Any = None) -> list[dict[str, Any]]:
         """Copy the gated slices into the served tables and advance the high-water marks (or
-        switch versions), then tell the serving layer."""
-        from lambdalake.batch.steps import BatchPlan, publish
+        switch versions), then announce each view published on its asset."""
+        from lambdalake.batch.steps import BatchPlan, announce, publish
 
-        run = BatchPlan.from_xcom(planned)
-        marks = publish(settings, run, written)
-        outlet_events[BATCH_VIEWS].extra = {
-            "start": planned["start"], "end": planned["end"],  # None for a full reprocess
-            "full_reprocess": run.full_reprocess, "high_water_marks": marks,
-        }
-        return marks
+        published = publish(settings, BatchPlan.from_xcom(planned), written)
+        announce(outlet_events, published)
+        return [view.asset_extra() for view in published]
 
     planned = plan()
     gated_bronze = gate_bronze(planned)

@@ -1,7 +1,7 @@
 """Serving maintenance: reconcile real-time rows with batch, then collapse and retire them.
 
-Runs after every batch publish (the ``lambdalake_batch_views`` asset) and on a short
-schedule, in one task that maintains every view in turn
+Runs after every batch publish (an event on any view's asset, ``lambdalake://views/<view>``)
+and on a short schedule, in one task that maintains every view in turn
 (``lambdalake.serving.maintenance.maintain_views``). A view whose real-time values drift
 from batch beyond the stated error fails the task after the other views were maintained:
 the drift is in the ``serving_reconciliation`` table and the data-quality report (a verdict
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Asset, AssetOrTimeSchedule, DeltaTriggerTimetable, dag, task
+from airflow.sdk import Asset, AssetAny, AssetOrTimeSchedule, DeltaTriggerTimetable, dag, task
 
 from lambdalake.settings import get_settings
-from lambdalake.views import PUBLISHED_ASSET
+from lambdalake.views import view_asset_uri
+from lambdalake.views.definition import view_names
 
 settings = get_settings()
 
@@ -26,7 +27,8 @@ settings = get_settings()
     schedule=AssetOrTimeSchedule(
         timetable=DeltaTriggerTimetable(
             timedelta(minutes=settings.serving.maintain_every_minutes)),
-        assets=[Asset(PUBLISHED_ASSET)],
+        # any view published (a list would be AssetAll: every view, each time)
+        assets=AssetAny(*(Asset(uri=view_asset_uri(view)) for view in view_names())),
     ),
     start_date=datetime(2026, 11, 1),
     catchup=False,

@@ -233,8 +233,34 @@ def run_gate(args: list[str], job: str = "validate") -> list[str]:
             "them): fix the data, then clear the task or trigger the interval again") from failed
 
 
-def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) -> dict[str, str]:
-    """Make the gated results visible; return each view's high-water mark (ISO time).
+@dataclass(frozen=True)
+class Published:
+    """What ``publish`` made visible of one view: the extra of the view's asset event, so a
+    DAG waiting for the view knows which rows changed and how."""
+
+    view: str
+    start: datetime | None
+    """The interval published; None (with ``end``) for a full reprocess: all of the view."""
+    end: datetime | None
+    high_water_mark: datetime
+    view_version: int
+    """The view's physical version readers use (``view_<view>_v<n>``)."""
+    delta_version: int
+    """That table's Delta version once published: read it ``versionAsOf`` for this state."""
+    rows: int
+    restatement: bool
+    """The restatement DAG triggered the run for late rows of this view: the interval was
+    published before and its rows replace those."""
+    full_reprocess: bool
+
+    def asset_extra(self) -> dict[str, Any]:
+        return {**asdict(self), "start": _iso(self.start), "end": _iso(self.end),
+                "high_water_mark": iso_utc(self.high_water_mark)}
+
+
+def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]
+            ) -> list[Published]:
+    """Make the gated results visible; return what each view published.
 
     A recompute's staged slices are copied into the tables readers use (one commit per
     view), then its interval is published (the mark may advance; a restated interval was
@@ -249,12 +275,15 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
     from lambdalake.batch.restatement import record_restatement
     from lambdalake.batch.staging import discard_run, discard_stale, promote_run
     from lambdalake.batch.written import SliceWritten
+    from lambdalake.lake.delta_rs import table_version
+    from lambdalake.views.catalog import physical_table
 
     slices = [SliceWritten.from_xcom(w) for w in written]
     if plan.full_reprocess:
         for built in slices:
             run_gate(["switch", "--views", built.view, "--version", str(built.view_version),
                       "--run-id", plan.run_id], job="batch_views")
+        versions = {built.view: built.view_version for built in slices}
     else:
         assert plan.start is not None and plan.end is not None
         views = [w.view for w in slices]
@@ -272,7 +301,25 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]) 
         for stale in discard_stale(settings):
             log.info("removed the staging table %s of a run that did not publish", stale)
     marks = high_water_marks(settings)
-    return {name: marks.of(name).isoformat() for name in plan.views}
+    restated = plan.restating or {}
+    return [Published(
+        w.view, plan.start, plan.end, marks.of(w.view), versions[w.view],
+        table_version(settings.table_path(physical_table(w.view, versions[w.view]))),
+        w.rows, w.view in restated, plan.full_reprocess,
+    ) for w in slices]
+
+
+def announce(outlet_events: Any, published: list[Published]) -> None:
+    """Emit one asset event for each view ``publish`` published, on the view's asset through
+    the ``PUBLISHED_ALIAS`` outlet (``outlet_events`` is the task's accessor mapping), with
+    what it published as the extra: no event for a view the run left alone."""
+    from airflow.sdk import Asset, AssetAlias
+
+    from lambdalake.views import PUBLISHED_ALIAS, view_asset_uri
+
+    alias = outlet_events[AssetAlias(PUBLISHED_ALIAS)]
+    for view in published:
+        alias.add(Asset(uri=view_asset_uri(view.view)), extra=view.asset_extra())
 
 
 def _parse_utc(text: str | None) -> datetime | None:

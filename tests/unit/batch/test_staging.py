@@ -18,7 +18,7 @@ from lambdalake.batch.staging import (
     promote_run,
     staging_path,
 )
-from lambdalake.batch.steps import BatchPlan, publish
+from lambdalake.batch.steps import BatchPlan, Published, publish
 from lambdalake.batch.written import SliceWritten
 from lambdalake.settings import Settings
 from lambdalake.views.catalog import current_table_path, switch_version
@@ -114,8 +114,11 @@ def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_noth
     settings = make_settings(batch={"start_date": MIDNIGHT.date()})
     staged = stage(settings, range(2), views=2, run_id="run-1")
     run = plan("run-1", MIDNIGHT, MIDNIGHT + 2 * HOUR)
-    marks = publish(settings, run, written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))
-    assert marks == {"page_traffic": (MIDNIGHT + 2 * HOUR).isoformat()}
+    [published] = publish(settings, run, written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))
+    assert published == Published(  # what the view's asset event says (steps.announce)
+        "page_traffic", MIDNIGHT, MIDNIGHT + 2 * HOUR, MIDNIGHT + 2 * HOUR, view_version=1,
+        delta_version=DeltaTable(current_table_path(settings, "page_traffic")).version(),
+        rows=4, restatement=False, full_reprocess=False)
     assert {v for v, _ in served(settings).values()} == {2} and len(served(settings)) == 4
     assert not DeltaTable.is_deltatable(staged)  # removed once published
     logged = [(r["view"], r["interval_start"], r["view_version"], r["run_id"])
@@ -124,6 +127,26 @@ def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_noth
     publish(settings, run, written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))  # a retried publish
     assert [r["run_id"] for r in read_publications(settings)] == ["run-1"]
     assert len(served(settings)) == 4
+
+
+def test_a_restatement_publishes_the_interval_again_as_a_restatement_of_a_newer_delta_version(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(batch={"start_date": MIDNIGHT.date()})
+    stage(settings, range(2), views=2, run_id="run-1")
+    [first] = publish(settings, plan("run-1", MIDNIGHT, MIDNIGHT + 2 * HOUR),
+                      written(MIDNIGHT, MIDNIGHT + 2 * HOUR, 4))
+    stage(settings, range(1, 2), views=3, run_id="restate__1", bronze_version=8,
+          interval=range(1, 2))
+    restating = {"page_traffic": {"rows": 1, "events": 1, "computed_from": 7}}
+    [again] = publish(settings, BatchPlan(MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, ["page_traffic"],
+                                          False, "restate__1", restating),
+                      written(MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, 2, bronze_version=8))
+    assert (again.start, again.end, again.high_water_mark) == (
+        MIDNIGHT + HOUR, MIDNIGHT + 2 * HOUR, first.high_water_mark)  # the mark stays
+    assert (again.restatement, again.full_reprocess, again.rows) == (True, False, 2)
+    assert again.delta_version > first.delta_version
+    assert again.delta_version == DeltaTable(current_table_path(settings, "page_traffic")).version()
 
 
 def test_a_publish_retried_after_a_newer_run_published_keeps_the_newer_rows(

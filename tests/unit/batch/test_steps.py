@@ -204,3 +204,42 @@ def test_a_full_reprocess_whose_carried_slice_is_rejected_fails_without_retries(
     built = [SliceWritten("page_traffic", START, END, 3, 41, 2, 0).to_xcom()]
     with pytest.raises(AirflowFailException, match="the data failed its critical checks"):
         steps.publish(settings, plan, built)
+
+
+def test_publish_announces_exactly_the_views_it_published_each_with_what_it_published() -> None:
+    """Airflow's own accessor mapping, as the task gets it: the events go through the alias,
+    one per published view, on that view's asset; no other view hears of the run."""
+    from airflow.sdk import Asset, AssetAlias
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from lambdalake.views import PUBLISHED_ALIAS
+
+    published = [
+        steps.Published("page_traffic", START, END, END, 1, 12, 40, True, False),
+        steps.Published("funnel", START, END, START, 2, 3, 0, False, False),
+    ]
+    outlet_events = OutletEventAccessors()
+    steps.announce(outlet_events, published)
+
+    assert [key.name for key in outlet_events] == [PUBLISHED_ALIAS]
+    events = outlet_events[AssetAlias(PUBLISHED_ALIAS)].asset_alias_events
+    assert [(e.source_alias_name, e.dest_asset_key.uri, e.dest_asset_key.name) for e in events] \
+        == [(PUBLISHED_ALIAS, "lambdalake://views/page_traffic", "lambdalake://views/page_traffic"),
+            (PUBLISHED_ALIAS, "lambdalake://views/funnel", "lambdalake://views/funnel")]
+    assert events[0].dest_asset_key.to_asset() == Asset(uri="lambdalake://views/page_traffic")
+    assert events[0].extra == {
+        "view": "page_traffic", "start": "2026-11-20T10:00:00Z", "end": "2026-11-20T11:00:00Z",
+        "high_water_mark": "2026-11-20T11:00:00Z", "view_version": 1, "delta_version": 12,
+        "rows": 40, "restatement": True, "full_reprocess": False}
+    assert json.loads(json.dumps(events[1].extra))["high_water_mark"] == "2026-11-20T10:00:00Z"
+
+
+def test_a_full_reprocess_announces_all_of_the_view_replaced() -> None:
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    outlet_events = OutletEventAccessors()
+    steps.announce(outlet_events, [steps.Published("funnel", None, None, END, 3, 0, 9, False, True)])
+    [alias] = outlet_events.values()
+    [event] = alias.asset_alias_events
+    assert (event.extra["start"], event.extra["end"], event.extra["full_reprocess"],
+            event.extra["view_version"]) == (None, None, True, 3)

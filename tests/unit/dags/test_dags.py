@@ -1,4 +1,6 @@
-"""Every DAG file imports cleanly, parses fast, and pulls in nothing heavy at module level."""
+"""Every DAG file imports cleanly, parses fast, and pulls in nothing heavy at module level;
+the assets they emit and wait for are the views'. The example DAG of docs/examples/dags parses
+too."""
 
 from __future__ import annotations
 
@@ -12,12 +14,26 @@ import pytest
 from lambdalake.settings import PROJECT_ROOT
 
 DAGS = PROJECT_ROOT / "dags"
+EXAMPLES = PROJECT_ROOT / "docs" / "examples" / "dags"
 HEAVY = ("pyspark", "great_expectations", "confluent_kafka", "delta", "deltalake")
 
 PROBE = f"HEAVY = {HEAVY!r}\n" + """
 import json, pathlib, sys, time
 from airflow.dag_processing.dagbag import DagBag
 import airflow.sdk  # warm the SDK, so each file's time is its own
+
+def schedule(condition):  # an asset condition as JSON: its type and assets, or an asset's URI
+    if hasattr(condition, "objects"):
+        return [type(condition).__name__, [schedule(o) for o in condition.objects]]
+    return [type(condition).__name__, condition.uri]
+
+def examples(folder):
+    found = DagBag(dag_folder=folder, collect_dags=False)
+    for path in sorted(pathlib.Path(folder).glob("*.py")):
+        found.process_file(str(path))
+    return {"errors": {k: str(v) for k, v in found.import_errors.items()},
+            "schedules": {dag_id: schedule(dag.timetable.asset_condition)
+                          for dag_id, dag in found.dags.items()}}
 bag = DagBag(dag_folder=sys.argv[1], collect_dags=False)
 cpu = {}
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
@@ -33,6 +49,10 @@ print(json.dumps({
                        for task in bag.dags["lambdalake_batch_views"].tasks},
     "batch_params": {name: {"default": param.value, "schema": param.schema}
                      for name, param in bag.dags["lambdalake_batch_views"].params.items()},
+    "publish_outlets": [[type(o).__name__, o.name] for o in
+                        bag.dags["lambdalake_batch_views"].get_task("publish").outlets],
+    "serving_schedule": schedule(bag.dags["lambdalake_serving"].timetable.asset_condition),
+    "examples": examples(sys.argv[2]),
 }))
 """
 
@@ -44,7 +64,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, str(DAGS)], capture_output=True, text=True, env=env,
+        [sys.executable, "-c", PROBE, str(DAGS), str(EXAMPLES)], capture_output=True,
+        text=True, env=env,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -84,3 +105,32 @@ def test_the_batch_trigger_form_asks_only_for_views_and_full_reprocess(report: d
     assert params["views"]["default"] == view_names()
     assert params["full_reprocess"]["default"] is False
     assert params["full_reprocess"]["schema"]["type"] == "boolean"
+
+
+def test_publish_emits_through_the_alias_of_the_published_views_and_no_static_asset(
+    report: dict,
+) -> None:
+    """A static outlet gets an event each time the task succeeds, so a run of two views would
+    announce all of them: ``publish`` adds an event per view it published to the alias."""
+    from lambdalake.views import PUBLISHED_ALIAS
+
+    assert report["publish_outlets"] == [["AssetAlias", PUBLISHED_ALIAS]]
+
+
+def test_serving_runs_on_any_view_published(report: dict) -> None:
+    """Each view's asset, so the asset graph shows every view the serving DAG waits for; any
+    one of them starts a run (a list would wait for all of them)."""
+    from lambdalake.views import view_asset_uri
+    from lambdalake.views.definition import view_names
+
+    assert report["serving_schedule"] == [
+        "AssetAny", [["Asset", view_asset_uri(view)] for view in view_names()]]
+
+
+def test_the_example_downstream_dag_parses_and_waits_for_one_view(report: dict) -> None:
+    from lambdalake.views import view_asset_uri
+
+    assert report["examples"] == {
+        "errors": {},
+        "schedules": {"example_page_traffic_consumer": ["Asset", view_asset_uri("page_traffic")]},
+    }
