@@ -17,11 +17,12 @@ import pyarrow as pa
 
 from lambdalake.batch.recompute import aggregate_enriched
 from lambdalake.settings import Settings
-from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
+from lambdalake.speed.partials import with_estimates
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition
 from tests.support.ground_truth import same_value
 from tests.support.hopping import HOPPING, hopping_truth
+from tests.support.micro_batches import merged_partials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,15 +72,8 @@ def test_both_layers_answer_every_hopping_window_as_the_events_in_it(spark: Spar
     rows = purchases(7, 3_000)
     frame = spark.createDataFrame(pa.Table.from_pylist(rows, SCHEMA).to_pandas())
     batch = {key_of(r): r for r in (row.asDict() for row in aggregate(frame, view).collect())}
-    rng = random.Random(7)
-    batches, start = [], 0
-    while start < len(rows):
-        size = rng.randint(1, 400)
-        batches.append(partials_of(pa.Table.from_pylist(rows[start:start + size], SCHEMA), view))
-        start += size
-    rng.shuffle(batches)
-    speed = {key_of(r): r for r in
-             with_estimates(merge_partials(pa.concat_tables(batches), view), view).to_pylist()}
+    speed = {key_of(r): r for r in with_estimates(
+        merged_partials(rows, SCHEMA, view, seed=7, largest=400), view).to_pylist()}
     truth = hopping_truth(rows, HOUR - timedelta(minutes=45), HOUR + timedelta(hours=3))
     assert len({start for start, _ in truth}) == 15  # 09:15 .. 12:45: four hops into each hour
     agree(truth, batch, view, "batch")

@@ -15,10 +15,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
+from lambdalake.speed.partials import with_estimates
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition
 from tests.support.ground_truth import expected_view, row_key, same_value
+from tests.support.micro_batches import merged_partials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,14 +70,7 @@ def events(seed: int, count: int) -> list[dict[str, Any]]:
 def speed_answer(rows: list[dict[str, Any]], seed: int) -> dict[tuple[Any, ...], dict]:
     """The speed layer's answer: micro-batches of random sizes, their partials combined in
     a shuffled order, as the real-time table and the serving step combine them."""
-    rng = random.Random(seed)
-    batches, start = [], 0
-    while start < len(rows):
-        size = rng.randint(1, 120)
-        batches.append(partials_of(pa.Table.from_pylist(rows[start:start + size], SCHEMA), VIEW))
-        start += size
-    rng.shuffle(batches)
-    merged = with_estimates(merge_partials(pa.concat_tables(batches), VIEW), VIEW)
+    merged = with_estimates(merged_partials(rows, SCHEMA, VIEW, seed, largest=120), VIEW)
     return {row_key(VIEW, row): row for row in merged.to_pylist()}
 
 

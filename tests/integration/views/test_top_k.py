@@ -16,10 +16,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lambdalake.speed.partials import merge_partials, partials_of, with_estimates
+from lambdalake.speed.partials import with_estimates
 from lambdalake.views.aggregate import aggregate
 from lambdalake.views.definition import ViewDefinition
 from tests.support.ground_truth import same_value, top_k_admits, top_k_truth
+from tests.support.micro_batches import merged_partials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,14 +92,7 @@ def both_layers(spark: SparkSession, view: ViewDefinition, rows: list[dict[str, 
     frame = spark.createDataFrame(pa.Table.from_pylist(rows, SCHEMA).to_pandas())
     batch = {key_of(row): row for row in
              (r.asDict() for r in aggregate(frame, view).collect())}
-    rng = random.Random(seed)
-    batches, start = [], 0
-    while start < len(rows):
-        size = rng.randint(1, 300)
-        batches.append(partials_of(pa.Table.from_pylist(rows[start:start + size], SCHEMA), view))
-        start += size
-    rng.shuffle(batches)
-    merged = merge_partials(pa.concat_tables(batches), view)
+    merged = merged_partials(rows, SCHEMA, view, seed, largest=300)
     speed = {key_of(row): row for row in with_estimates(merged, view).to_pylist()}
     return batch, speed, merged
 
