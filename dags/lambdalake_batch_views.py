@@ -121,6 +121,8 @@ def lambdalake_batch_views() -> None:
         from lambdalake.batch.steps import BatchPlan, announce, publish
 
         published = publish(settings, BatchPlan.from_xcom(planned), written)
+        for view in published:
+            print(view.describe())
         announce(outlet_events, published)
         return [view.asset_extra() for view in published]
 

@@ -23,6 +23,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pandas as pd
@@ -44,6 +45,7 @@ from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.orchestration.spark_connect import SparkConnectServer
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.stack.process import OneProcessComponent
+from lambdalake.timeutil import iso_utc
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import load_views
 from tests.support.background import Background
@@ -201,11 +203,46 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
         assert [(s.date(), e - s) for s, e in published_intervals(settings, name)
                 if s.date() in DAYS] == [(day, timedelta(days=1)) for day in DAYS]
 
+    for run in runs:  # each run announced each view it published on the view's own asset
+        events = view_asset_events(stack, run["dag_run_id"])
+        assert set(events) == set(load_views()), (run["dag_run_id"], set(events))
+        day = datetime.fromisoformat(run["data_interval_start"]).astimezone(UTC).date()
+        for view, announced in events.items():
+            assert [(e["start"], e["end"], e["restatement"], e["full_reprocess"])
+                    for e in announced] == [(*map(iso_utc, day_interval(day)), False, False)], view
+            assert announced[0]["rows"] == sum(
+                1 for row in DeltaTable(current_table_path(settings, view)).to_pyarrow_table(
+                    columns=["window_start"]).column("window_start").to_pylist()
+                if row.date() == day), view
+
     again = backfill(client, "--reprocess-behavior", "completed")
     assert [r["state"] for r in again] == ["success"] * 3, again
     assert retried_tasks(client, again, earlier_tries=1) == {}
     assert [r["dag_run_id"] for r in again] == [r["dag_run_id"] for r in runs]  # the same runs, re-run
     assert view_rows(settings) == first  # row for row
+    for run in again:  # a re-run publishes, and announces, again
+        assert {view: len(e) for view, e in view_asset_events(stack, run["dag_run_id"]).items()
+                } == dict.fromkeys(load_views(), 2)
+
+
+def view_asset_events(stack: Platform, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The extras of the asset events the batch DAG's run ``run_id`` emitted, per view, in
+    the order Airflow recorded them (its REST API, as a downstream DAG's author sees them)."""
+    settings = stack.settings
+    base = settings.airflow.base_url
+    token = httpx.post(f"{base}/auth/token", timeout=30, json={
+        "username": settings.airflow.admin_user, "password": stack.airflow.admin_password,
+    }).json()["access_token"]
+    answer = httpx.get(f"{base}/api/v2/assets/events", timeout=30, params={
+        "source_dag_id": DAG_ID, "source_run_id": run_id, "order_by": "timestamp",
+        "limit": 1000}, headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    events: dict[str, list[dict[str, Any]]] = {}
+    for event in answer.json()["asset_events"]:
+        assert event["uri"].startswith("lambdalake://views/"), event
+        events.setdefault(event["uri"].removeprefix("lambdalake://views/"), []).append(
+            event["extra"])
+    return events
 
 
 def retried_tasks(client: AirflowClient, runs: list[dict[str, Any]], earlier_tries: int = 0
@@ -493,8 +530,23 @@ def test_events_days_late_are_restated_without_a_manual_command(
     assert late_rows_waiting(settings) == dict.fromkeys(load_views(), 0)
     assert marks_of(settings) == marks
     assert {r["view"]: r["late_rows"] for r in restated} == waiting
+    announced_restatements(stack, restated, day)
     print(f"restated {day}: {waiting} late rows waited; {len(seen)} answers read meanwhile, "
           f"each before or after; runs {sorted({r['run_id'] for r in restated})}")
+
+
+def announced_restatements(stack: Platform, restated: list[dict[str, Any]], day: date) -> None:
+    """Each run that restated ``day`` announced each view it restated, and no other, on the
+    view's asset: the day's interval, marked a restatement."""
+    announced: set[str] = set()
+    for run_id in {r["run_id"] for r in restated}:
+        events = view_asset_events(stack, run_id)
+        assert {view: [(e["start"], e["end"], e["restatement"]) for e in extras]
+                for view, extras in events.items()} == {
+            r["view"]: [(*map(iso_utc, day_interval(day)), True)]
+            for r in restated if r["run_id"] == run_id}, (run_id, events)
+        announced |= set(events)
+    assert announced == {r["view"] for r in restated}
 
 
 def snapshot_totals(path: str) -> set[int]:
@@ -721,6 +773,12 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
         assert shown_interval(client, restating) == day_interval(day)
         shown = client.dag_run(DAG_ID, restating)
         assert shown["note"].startswith(f"Triggered by [{RESTATEMENT_DAG_ID} run "), shown
+        cause = shown["note"].split(" run ", 1)[1].split("]", 1)[0]
+        deadline = time.monotonic() + 60  # the cycle writes its own note once it triggered
+        while f"](/dags/{DAG_ID}/runs/{quote(restating, safe='')})" not in (
+                client.dag_run(RESTATEMENT_DAG_ID, cause).get("note") or ""):
+            assert time.monotonic() < deadline, client.dag_run(RESTATEMENT_DAG_ID, cause)
+            time.sleep(2)
         assert set(shown["conf"]["restating"]) == set(waiting), shown
         during = break_its_staged_slice(stack, client, restating, day,
                                         lambda: api_totals(settings, day))
@@ -733,6 +791,8 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
 
     restated = wait_until_restated(settings, client, day, failed={restating})
     assert {r["view"]: r["late_rows"] for r in restated} == waiting
+    assert view_asset_events(stack, restating) == {}  # what failed its gate announced nothing
+    announced_restatements(stack, restated, day)
     assert restating not in {r["run_id"] for r in restated}
     assert api_totals(settings, day) == truth_totals([traffic, late], day) != before
     print(f"{rerun} and {restating} failed at gate_views; answers stayed {before}; "

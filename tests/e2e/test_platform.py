@@ -732,11 +732,7 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
                     if not is_loopback_url(request.url) else None)
             anonymous = page.goto(f"{base}/lambdalake-quality/")
             assert anonymous is not None and anonymous.status == 401
-            page.goto(f"{base}/auth/login")
-            page.fill("input[name=username]", settings.airflow.admin_user)
-            page.fill("input[name=password]", platform.airflow.admin_password)
-            page.click("button:has-text('Sign in')")
-            page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
+            log_in(page, platform)
             page.goto(f"{base}/plugin/data-quality")  # the nav entry: the page in an iframe
             frame = page.frame_locator("iframe").first
             frame.get_by_text("Most recently recorded validations").wait_for(timeout=60_000)
@@ -751,6 +747,59 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
         assert f"{layer}\t{subject}" in text, f"{layer} {subject} missing from the page"
     assert remote == [], f"the page loaded assets from beyond loopback: {remote}"
     print(f"data-quality page: {len(recorded)} layer/subject rows shown; screenshot {shot}")
+
+
+def log_in(page: Any, platform: Platform) -> None:
+    """Log ``page`` (a Playwright page) in through Airflow's login form, as the admin."""
+    page.goto(f"{platform.settings.airflow.base_url}/auth/login")
+    page.fill("input[name=username]", platform.settings.airflow.admin_user)
+    page.fill("input[name=password]", platform.airflow.admin_password)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
+
+
+def test_the_pipeline_status_page_shows_every_view_as_the_query_api_and_charts_its_history(
+    platform: Platform,
+) -> None:
+    """After the demo's run, the backfills and the serving DAG's maintenance above: the
+    Pipeline status page, opened from its nav entry in Chromium with everything beyond
+    loopback refused, shows each view's mark and what was published beyond it as the query
+    API's ``/freshness`` says, a batch verdict per view, and charts of the publishes, the
+    streams' lag, the gates' and the runs' durations."""
+    settings = platform.settings
+    base = settings.airflow.base_url
+
+    def freshness() -> dict[str, Any]:
+        return dict(httpx.get(f"{settings.serving.base_url}/freshness", timeout=30,
+                              headers=settings.serving.auth_headers()).json())
+
+    assert httpx.get(f"{base}/lambdalake-status/", timeout=30).status_code == 401
+    before = freshness()
+    with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 900}) as (page, refused):
+        log_in(page, platform)
+        page.goto(f"{base}/plugin/pipeline-status")
+        frame = page.frame_locator("iframe").first
+        frame.get_by_text("Over time").wait_for(timeout=60_000)
+        rows = {cells[0]: cells for cells in (
+            [cell.inner_text() for cell in row.locator("td").all()]
+            for row in frame.locator("table tbody tr").all())}
+        charts = {heading.inner_text(): heading.evaluate(
+            "h => h.nextElementSibling.querySelectorAll('polyline').length")
+            for heading in frame.locator("h3").all()}
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "pipeline-status-page.png"), full_page=True)
+    after = freshness()  # a scheduled run may have moved a mark while the page rendered
+    assert set(rows) == set(load_views()) == set(before)
+    for view, cells in rows.items():
+        marks = {answer[view]["high_water_mark"][:16].replace("T", " ")
+                 for answer in (before, after)}
+        assert cells[1] in marks, (view, cells, marks)
+        assert cells[3] != "never", (view, cells)  # the demo published every view
+        assert cells[8].startswith("passed"), (view, cells)  # its batch verdict
+    for title in ("Batch freshness", "Stream lag", "Gate durations", "DAG run durations"):
+        assert charts.get(title, 0) >= 1, (title, charts)
+    assert refused == [], f"the page asked beyond loopback: {refused}"
+    print(f"pipeline status page: {len(rows)} views, lines per chart {charts}")
 
 
 def test_the_query_apis_interactive_docs_work_with_the_network_blocked(

@@ -252,10 +252,26 @@ class Published:
     """The restatement DAG triggered the run for late rows of this view: the interval was
     published before and its rows replace those."""
     full_reprocess: bool
+    previous_high_water_mark: datetime | None = None
+    """The view's mark before this publish: the event says how far it moved."""
 
     def asset_extra(self) -> dict[str, Any]:
         return {**asdict(self), "start": _iso(self.start), "end": _iso(self.end),
-                "high_water_mark": iso_utc(self.high_water_mark)}
+                "high_water_mark": iso_utc(self.high_water_mark),
+                "previous_high_water_mark": _iso(self.previous_high_water_mark)}
+
+    def describe(self) -> str:
+        """What the publish did for the view, as its task log says it."""
+        what = ("all of it (full reprocess)" if self.start is None or self.end is None
+                else f"[{iso_utc(self.start)}, {iso_utc(self.end)})")
+        kind = " as a restatement" if self.restatement else ""
+        mark = iso_utc(self.high_water_mark)
+        moved = (f"high-water mark stays at {mark}"
+                 if self.previous_high_water_mark in (None, self.high_water_mark)
+                 else f"high-water mark moved from {iso_utc(self.previous_high_water_mark)} "
+                      f"to {mark}")
+        return (f"{self.view}: published {what}{kind}, {self.rows} rows, view version "
+                f"{self.view_version} at Delta version {self.delta_version}; {moved}")
 
 
 def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]
@@ -279,6 +295,7 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]
     from lambdalake.views.catalog import physical_table
 
     slices = [SliceWritten.from_xcom(w) for w in written]
+    before = high_water_marks(settings)
     if plan.full_reprocess:
         for built in slices:
             run_gate(["switch", "--views", built.view, "--version", str(built.view_version),
@@ -305,7 +322,7 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]
     return [Published(
         w.view, plan.start, plan.end, marks.of(w.view), versions[w.view],
         table_version(settings.table_path(physical_table(w.view, versions[w.view]))),
-        w.rows, w.view in restated, plan.full_reprocess,
+        w.rows, w.view in restated, plan.full_reprocess, before.of(w.view),
     ) for w in slices]
 
 

@@ -3,7 +3,8 @@ late rows reached, trigger a batch run for each, warn about rows waiting too lon
 
 The batch runs go through Airflow's REST API, so each is an ordinary, visible run of
 ``lambdalake_batch_views`` (run id ``restate__<interval start>__<time>``; its data interval
-the restated one, its note naming the cycle's run and the late rows) with the same sensor,
+the restated one, its note naming the cycle's run and the late rows, and the cycle's run
+note linking each run it triggered) with the same sensor,
 gates and publication as a scheduled one. The API also tells which intervals batch
 runs are computing now: a restatement never starts beside a run of an overlapping interval,
 no more than ``batch.restate_max_intervals`` restatement runs are active at once, and an
@@ -16,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from lambdalake.batch.late_arrivals import LateArrivals, Waiting
 from lambdalake.batch.publication import read_publications
 from lambdalake.batch.restatement import (
+    NOTE_LIMIT,
     RESTATEMENT_DAG_ID,
     RUN_ID_PREFIX,
     Interval,
@@ -57,6 +60,17 @@ class RestatementCycle:
         lines += [f"WARNING {w.view}: late rows have waited since {w.waiting_since}"
                   for w in self.overdue]
         return lines or ["no late rows wait: nothing to restate"]
+
+    def note(self) -> str | None:
+        """The cycle's run note: a link to each batch run it triggered, and what that run
+        restates (each of those links back to the cycle in its own note); None: none."""
+        if not self.triggered:
+            return None
+        runs = "; ".join(
+            f"[{BATCH_DAG_ID} run {run_id}](/dags/{BATCH_DAG_ID}/runs/{quote(run_id, safe='')})"
+            f" restates [{iso_utc(r.start)}, {iso_utc(r.end)}) for {', '.join(sorted(r.views))}"
+            for run_id, r in self.triggered)
+        return f"Triggered {runs}."[:NOTE_LIMIT]
 
 
 def warn_after_seconds(settings: Settings, views: list[ViewDefinition]) -> int:

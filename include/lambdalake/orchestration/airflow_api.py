@@ -88,6 +88,11 @@ class AirflowClient:
         run = self._call("POST", f"/dags/{dag_id}/dagRuns", json=body)
         return str(run["dag_run_id"])
 
+    def set_note(self, dag_id: str, run_id: str, note: str) -> None:
+        """Replace a run's note (Markdown, shown on its page)."""
+        self._call("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}",
+                   params={"update_mask": "note"}, json={"note": note})
+
     def active_runs(self, dag_id: str) -> list[dict[str, Any]]:
         """The DAG's queued and running runs, with their conf and data interval."""
         params = {"limit": 100, "state": ["queued", "running"]}

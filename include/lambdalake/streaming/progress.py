@@ -3,8 +3,9 @@
 Each long-running Spark application (``ingest``, ``speed``) writes a status document to
 ``<state dir>/status/<app>.json`` every few seconds (replaced atomically, so a reader never
 sees half a file) and appends the progress of each finished micro-batch to
-``<state dir>/status/<app>-batches.jsonl``. The status command, DAG sensors, the speed
-layer's supervisor and the benchmarks read these files; none of them needs the JVM.
+``<state dir>/status/<app>-batches.jsonl`` (with the lag it left in Kafka). The status
+command, DAG sensors, the speed layer's supervisor, the Pipeline status page and the
+benchmarks read these files; none of them needs the JVM.
 """
 
 from __future__ import annotations
@@ -135,13 +136,20 @@ def root_cause(failure: str) -> str:
     return (causes or lines or ["unknown failure"])[-1 if causes else 0][:500]
 
 
-def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
-    """What the platform needs to know of one query, from its last progress report."""
-    progress = snapshot.recent[-1] if snapshot.recent else {}
+def kafka_position(progress: dict[str, Any]
+                   ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """A progress report's Kafka offsets per partition: where its batch ended, the newest
+    offsets then, and the lag between them (records left in Kafka)."""
     source = (progress.get("sources") or [{}])[0]
     end = kafka_offsets(source.get("endOffset"))
     latest = kafka_offsets(source.get("latestOffset"))
-    lag = {p: latest[p] - end.get(p, 0) for p in latest}
+    return end, latest, {p: latest[p] - end.get(p, 0) for p in latest}
+
+
+def query_progress(snapshot: QuerySnapshot) -> dict[str, Any]:
+    """What the platform needs to know of one query, from its last progress report."""
+    progress = snapshot.recent[-1] if snapshot.recent else {}
+    end, latest, lag = kafka_position(progress)
     return {
         "query": snapshot.name,
         "run_id": snapshot.run_id,
@@ -181,6 +189,7 @@ def record_batches(
                 "query": snapshot.name, "run_id": snapshot.run_id, "batch_id": batch,
                 "timestamp": progress["timestamp"], "input_rows": progress["numInputRows"],
                 "duration_ms": durations.pop("triggerExecution", None),
+                "lag": sum(kafka_position(progress)[2].values()),  # left in Kafka after it
                 "phases_ms": durations,  # where it went: addBatch (the write), walCommit, …
             })
         recorded[snapshot.name] = newest

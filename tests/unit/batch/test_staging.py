@@ -118,7 +118,11 @@ def test_publish_promotes_logs_then_removes_the_staging_and_a_retry_changes_noth
     assert published == Published(  # what the view's asset event says (steps.announce)
         "page_traffic", MIDNIGHT, MIDNIGHT + 2 * HOUR, MIDNIGHT + 2 * HOUR, view_version=1,
         delta_version=DeltaTable(current_table_path(settings, "page_traffic")).version(),
-        rows=4, restatement=False, full_reprocess=False)
+        rows=4, restatement=False, full_reprocess=False, previous_high_water_mark=MIDNIGHT)
+    assert published.describe() == (
+        "page_traffic: published [2026-11-28T00:00:00Z, 2026-11-28T02:00:00Z), 4 rows, view "
+        f"version 1 at Delta version {published.delta_version}; high-water mark moved from "
+        "2026-11-28T00:00:00Z to 2026-11-28T02:00:00Z")
     assert {v for v, _ in served(settings).values()} == {2} and len(served(settings)) == 4
     assert not DeltaTable.is_deltatable(staged)  # removed once published
     logged = [(r["view"], r["interval_start"], r["view_version"], r["run_id"])

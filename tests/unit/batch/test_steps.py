@@ -230,8 +230,21 @@ def test_publish_announces_exactly_the_views_it_published_each_with_what_it_publ
     assert events[0].extra == {
         "view": "page_traffic", "start": "2026-11-20T10:00:00Z", "end": "2026-11-20T11:00:00Z",
         "high_water_mark": "2026-11-20T11:00:00Z", "view_version": 1, "delta_version": 12,
-        "rows": 40, "restatement": True, "full_reprocess": False}
+        "rows": 40, "restatement": True, "full_reprocess": False,
+        "previous_high_water_mark": None}
     assert json.loads(json.dumps(events[1].extra))["high_water_mark"] == "2026-11-20T10:00:00Z"
+
+
+def test_a_publish_says_what_it_published_and_how_far_the_mark_moved() -> None:
+    restated = steps.Published("page_traffic", START, END, END, 1, 12, 40, True, False, END)
+    assert restated.describe() == (
+        "page_traffic: published [2026-11-20T10:00:00Z, 2026-11-20T11:00:00Z) as a "
+        "restatement, 40 rows, view version 1 at Delta version 12; high-water mark stays at "
+        "2026-11-20T11:00:00Z")
+    reprocessed = steps.Published("funnel", None, None, END, 3, 0, 9, False, True, START)
+    assert reprocessed.describe().startswith("funnel: published all of it (full reprocess), ")
+    assert reprocessed.describe().endswith(
+        "high-water mark moved from 2026-11-20T10:00:00Z to 2026-11-20T11:00:00Z")
 
 
 def test_a_full_reprocess_announces_all_of_the_view_replaced() -> None:

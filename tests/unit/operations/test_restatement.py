@@ -109,6 +109,23 @@ def test_a_restatement_run_carries_its_interval_late_rows_and_cause(lake: Settin
     assert (plan.start, plan.end, plan.restating) == (hour(0), hour(1), conf["restating"])
 
 
+def test_the_cycles_note_links_every_run_it_triggered_and_a_cycle_that_triggered_none_has_none(
+    lake: Settings,
+) -> None:
+    late_rows_in_three_hours(lake)
+    done = cycle(lake, Airflow([]), datetime.now(UTC))
+    assert len(done.triggered) == 2  # hours 0 and 2 (restate_max_intervals)
+    note = done.note()
+    assert note is not None
+    for run_id, restatement in done.triggered:
+        assert (f"[lambdalake_batch_views run {run_id}](/dags/lambdalake_batch_views/runs/"
+                f"{run_id.replace(':', '%3A')}) restates [{restatement.start:%Y-%m-%dT%H:%M:%SZ}, "
+                f"{restatement.end:%Y-%m-%dT%H:%M:%SZ}) for page_traffic") in note
+    assert cycle(lake, Airflow([{"dag_run_id": "restate__a", "state": "running", "conf": {}},
+                                {"dag_run_id": "restate__b", "state": "running", "conf": {}}]),
+                 datetime.now(UTC)).note() is None  # no room: nothing triggered
+
+
 def test_an_interval_whose_restatement_failed_lately_waits_before_a_retry(
     lake: Settings,
 ) -> None:

@@ -224,7 +224,9 @@ def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Setting
 
     def report(batch: int, rows: int) -> dict:
         return {"batchId": batch, "numInputRows": rows, "timestamp": "2026-11-22T13:01:00.000Z",
-                "durationMs": {"triggerExecution": 10}}
+                "durationMs": {"triggerExecution": 10}, "sources": [{
+                    "endOffset": {"events": {"0": 100 * batch, "1": 50}},
+                    "latestOffset": {"events": {"0": 100 * batch + 7, "1": 52}}}]}
 
     recorded: dict[str, int] = {}
     polls = [[report(2, 500)], [report(3, 0)], [report(3, 0)], [report(3, 800)],
@@ -234,6 +236,7 @@ def test_a_batch_announced_by_an_idle_report_is_still_recorded(settings: Setting
     assert [[entry["batch_id"] for entry in batch] for batch in new] == [[2], [], [], [3], []]
     history = read_history(settings, APP)
     assert [(e["batch_id"], e["input_rows"]) for e in history] == [(2, 500), (3, 800)]
+    assert [e["lag"] for e in history] == [9, 9]  # 7 + 2 records left in Kafka after each
 
 
 def test_a_realtime_table_of_an_earlier_format_is_refused_and_reset_rebuilds(
