@@ -12,7 +12,7 @@ FAKETIME := /usr/bin/faketime
 DAYS ?= 30
 export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench lock clean
+.PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench bench-nexmark lock clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -83,6 +83,9 @@ chaos: setup          ## only the fault-injection tests (kills, broker outage, f
 
 bench: setup          ## benchmarks, quick profile (PROFILE=full: all of them at full size)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick)
+
+bench-nexmark: setup  ## the Nexmark benchmark alone (each layer per query beside bare Spark; PROFILE=full: 1M events)
+	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick) --only nexmark
 
 lock:                 ## pin what requirements.in adds, keeping current pins (UPGRADE=1: re-resolve all)
 	rm -rf /tmp/lambdalake-lock && $(PYTHON) -m venv /tmp/lambdalake-lock

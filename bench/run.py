@@ -5,7 +5,7 @@
                                             # page's published block names the command it came from)
     python -m bench.run --only batch        # some benchmarks (ingest, batch, speed, serving,
                                             # late_arrivals, restatement, dag_runs, avro,
-                                            # reference, shards), in the order given
+                                            # reference, shards, nexmark), in the order given
 
 Every figure comes with its bare baseline measured in the same run, because the machine is
 shared and noisy; results land in bench/results/<timestamp>/ (``results.json`` after each
@@ -27,6 +27,7 @@ from bench.benchmarks import (
     dag_runs,
     ingest,
     late_arrivals,
+    nexmark,
     reference,
     restatement,
     serving,
@@ -40,7 +41,7 @@ RESULTS_DIR = Path(__file__).parent / "results"
 BENCHMARKS = {"ingest": ingest.run, "batch": batch.run, "speed": speed.run,
               "serving": serving.run, "late_arrivals": late_arrivals.run,
               "restatement": restatement.run, "dag_runs": dag_runs.run, "avro": avro.run,
-              "reference": reference.run, "shards": shards.run}
+              "reference": reference.run, "shards": shards.run, "nexmark": nexmark.run}
 NEEDS_KAFKA = {"ingest", "speed", "avro", "reference", "shards"}
 
 
