@@ -20,8 +20,12 @@ from lambdalake.quality.suites.common import (
     DUCKDB_MACROS,
     INTERVAL_END,
     INTERVAL_START,
+    WARNING,
     check_name,
     derived_columns,
+    expect_on,
+    is_derived,
+    new_suite,
 )
 from lambdalake.quality.suites.view import view_suite, wrong_window
 from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
@@ -153,6 +157,22 @@ def test_suites_serialize_to_json() -> None:
         assert len(document["expectations"]) == len(suite.expectations)
         assert all(e["severity"] in ("critical", "warning") for e in document["expectations"])
         assert document["meta"]["derived_columns"] == derived_columns(suite)
+
+
+def test_a_derived_column_is_named_as_one_so_reports_tell_it_from_the_table_s() -> None:
+    import great_expectations as gx
+
+    assert is_derived("_window") and is_derived("_orphan_share")
+    assert not is_derived("window_start") and not is_derived("page")
+    check = expect_on(gx.expectations.ExpectColumnValuesToBeNull, "window", "aligned",
+                      WARNING, column="wrong_window")
+    with pytest.raises(ValueError, match=r"derived columns \['wrong_window'\] must start "
+                                         r"with '_'"):
+        new_suite("view_x", [check], {"wrong_window": "CASE WHEN true THEN 'x' END"})
+    assert derived_columns(new_suite("view_x", [check], {"_wrong_window": "NULL"})) == {
+        "_wrong_window": "NULL"}
+    for suite in [bronze_suite(), *(view_suite(v) for v in load_views().values())]:
+        assert derived_columns(suite) and all(map(is_derived, derived_columns(suite)))
 
 
 # --- the verdict, from GX results (no Spark) ------------------------------------------------

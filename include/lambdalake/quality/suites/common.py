@@ -33,7 +33,9 @@ would be a metric domain of its own, i.e. more Spark jobs; a derived column is c
 the same single aggregation as every other column-map expectation, and its unexpected
 values name the offending events or windows. ``_window`` is written in SQL that DuckDB
 runs too (with ``DUCKDB_MACROS``), so the real-time gate, which validates without Spark,
-computes the same column from the same definition.
+computes the same column from the same definition. A derived column's name starts with
+``_`` (``new_suite`` refuses another): that is how Data Docs tell the gate's checks from the
+table's columns.
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ def check_name(expectation: Expectation) -> str:
     return str((expectation.meta or {}).get("check", expectation.expectation_type))
 
 
+def is_derived(column: str) -> bool:
+    """Is ``column`` one the gate derives (``_window``, ``_orphan_share``), not one of the
+    table? Reports show derived columns as checks of their own, never as table columns."""
+    return column.startswith("_")
+
+
 def derived_columns(suite: gx.ExpectationSuite) -> dict[str, str]:
     """Columns (name: Spark SQL expression) the gate adds to a slice before validating it."""
     return dict((suite.meta or {}).get(DERIVED_COLUMNS) or {})
@@ -134,11 +142,16 @@ def field_rules(contracts: ContractRegistry, event_types: Iterable[str],
 def new_suite(
     name: str, expectations: list[Expectation], derived: dict[str, str] | None = None
 ) -> gx.ExpectationSuite:
-    """A suite of exactly ``expectations`` (GX logs and drops invalid ones; we refuse)."""
+    """A suite of exactly ``expectations`` (GX logs and drops invalid ones; we refuse), and
+    of ``derived`` columns whose names say so (``is_derived``)."""
     checks = [check_name(e) for e in expectations]
     duplicates = sorted({c for c in checks if checks.count(c) > 1})
     if duplicates:
         raise ValueError(f"suite {name}: duplicate checks {duplicates}")
+    misnamed = sorted(column for column in derived or {} if not is_derived(column))
+    if misnamed:
+        raise ValueError(f"suite {name}: derived columns {misnamed} must start with '_' "
+                         "(reports tell them from the table's columns by it)")
     suite = gx.ExpectationSuite(name=name, expectations=expectations,
                                 meta={DERIVED_COLUMNS: dict(derived or {})})
     if len(suite.expectations) != len(expectations):
