@@ -25,11 +25,15 @@ counted (``rows``; the read and the computation happen once, every metric job th
 memory). A slice of up to ``SINGLE_PARTITION_ROWS`` rows is validated as one partition, so
 a global aggregation needs no shuffle. A session that only runs gates also turns adaptive
 execution off and caches uncompressed (``GATE_SPARK_CONF``). A view gate is then about 6
-Spark jobs, a bronze gate about 6. Validation runs in two passes: the first with ``BOOLEAN_ONLY``
-results, which computes only the counts a verdict needs; only if something failed, a
-second pass over the failing expectations collects observed values and a few sample
-unexpected values (``BASIC``; ``COMPLETE`` for a SQL check, whose rows are the samples).
-A passing gate never pays for samples.
+Spark jobs, a bronze gate about 6. Validation runs in two passes: the first with ``BASIC``
+results and no sample values (``FIRST_PASS``), which keeps the observed values GX
+computes for a verdict anyway (row counts, unexpected and null percentages, a column's
+maximum; ``BOOLEAN_ONLY`` dropped them, and Data Docs showed "--" and "unknown % null")
+and asks Spark for no sample (GX's query for them is limited to 0 rows, which Spark
+answers without a job, though planning those queries costs a Spark gate's driver about a
+second: docs/decisions.md); only if something failed, a second pass over the failing
+expectations collects a few sample unexpected values (``BASIC``; ``COMPLETE`` for a SQL
+check, whose rows are the samples). A passing gate never pays for samples.
 
 The slices come from ``lambdalake.quality.slices``; the verdict is a ``GateResult``
 (``lambdalake.quality.verdict``, which needs no GX).
@@ -92,7 +96,8 @@ SINGLE_PARTITION_ROWS = 2_000_000
 """Slices up to this many rows are validated as one partition (see ``run_suite``)."""
 ResultFormat = Literal["BOOLEAN_ONLY", "BASIC", "SUMMARY", "COMPLETE"] | dict[str, Any]
 """How much GX reports per expectation."""
-_FIRST_PASS: ResultFormat = "BOOLEAN_ONLY"
+FIRST_PASS: ResultFormat = {"result_format": "BASIC", "partial_unexpected_count": 0}
+"""The first pass's results: observed values, no samples (see the module docstring)."""
 _SQL_CHECK = "unexpected_rows_expectation"
 _GX = threading.local()
 
@@ -250,10 +255,10 @@ def validate_in_two_passes(
            ExpectationSuiteValidationResult]:
     """Critical failures, warnings, the evaluated count and GX's validation result of
     ``suite`` on ``frame`` (a Spark or a pandas DataFrame, as ``batch_definition``'s data
-    source expects): a ``BOOLEAN_ONLY`` pass, then, only if something failed, a second pass
-    over the failing expectations for observed values and samples. Raises what GX raises;
+    source expects): a pass with observed values (``FIRST_PASS``), then, only if something
+    failed, a second pass over the failing expectations for samples. Raises what GX raises;
     callers turn that into a failed result (``did_not_run``)."""
-    validation = _validate(batch_definition, frame, suite, _FIRST_PASS, parameters)
+    validation = _validate(batch_definition, frame, suite, FIRST_PASS, parameters)
     critical, warnings, evaluated = interpret(suite, validation)
     failing = [o.check for o in [*critical, *warnings] if o.error is None]
     if failing:
@@ -397,7 +402,7 @@ def _details(
     batch_definition: BatchDefinition[Any], frame: Any, suite: gx.ExpectationSuite,
     checks: list[str], parameters: dict[str, Any], sample_size: int,
 ) -> dict[str, ExpectationValidationResult]:
-    """Second pass over the failing expectations only: observed values and samples."""
+    """Second pass over the failing expectations only: samples (and observed values)."""
     wanted = [e for e in suite.expectations if check_name(e) in checks]
     groups: list[tuple[list[Any], ResultFormat]] = [
         ([e for e in wanted if e.expectation_type != _SQL_CHECK],

@@ -176,6 +176,10 @@ def test_good_slices_pass_without_touching_the_network(
     assert attempts == []
     assert bronze.success, bronze.report()
     assert bronze.rows > 500 and bronze.evaluated == len(bronze_suite().expectations)
+    # a passing gate keeps GX's observed values for its Data Docs page: the row count
+    observed = {r.expectation_config.meta["check"]: r.result for r in bronze.validation.results}
+    assert observed["not_empty"]["observed_value"] == bronze.rows
+    assert observed["not_null:event_id"]["unexpected_count"] == 0
     assert (bronze.layer, bronze.subject, bronze.warnings) == ("bronze", "bronze_events", [])
     for name, result in views.items():
         assert result.success, result.report()
