@@ -11,7 +11,8 @@ layer, the speed layer and ingest, whose outputs it gates; serving, operations a
 import it.
 
 GX is used as a library with an in-memory (ephemeral) context: no project directory, no
-Data Docs, no stores on disk, and nothing leaves the machine. GX Core 1.24 carries no usage
+Data Docs site or stores of GX's own on disk (``docs`` writes a gate's pages itself), and
+nothing leaves the machine. GX Core 1.24 carries no usage
 statistics code and its PyPI version check is never called; ``GX_ANALYTICS_ENABLED`` is
 still set to ``False`` here (before GX is imported) and the context is created with
 ``analytics_enabled=False``, so a GX upgrade that brings telemetry back stays silent.

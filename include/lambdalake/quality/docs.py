@@ -1,8 +1,9 @@
 """GX Data Docs for every validation, viewable offline.
 
-Each gate's GX validation result is rendered with GX's own Data Docs renderer
-(``ValidationResultsPageRenderer`` + ``DefaultJinjaPageView``, the page a Data Docs site
-shows for a validation) into ``<state dir>/quality/docs/runs/<page>.html``. GX's templates
+Each gate's GX validation result is rendered as its Data Docs page
+(``lambdalake.quality.rendering``: GX's renderer, saying the platform's verdict) into
+``<state dir>/quality/docs/runs/<page>.html``, and the suite it ran into
+``expectations/<suite>.html`` beside it (the page links it). GX's templates
 load Bootstrap, jQuery, Font Awesome, Vega and more from CDNs and cannot be overridden, so
 every such URL is rewritten to a local copy under ``docs/assets/``; the copies are the same
 package versions, fetched from the npm registry at setup (``vendor_assets``), like the JVM
@@ -13,7 +14,6 @@ that adds an asset fails loudly instead of going online quietly.
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
@@ -160,44 +160,25 @@ def page_name(result: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw) + ".html"
 
 
-@functools.cache
-def jinja_page_view() -> Any:
-    """GX's page view, one per process: each instance has its own Jinja environment, which
-    compiles GX's 17 templates again for its first page (five pages: 0.26-0.43 CPU-s with a
-    view each, 0.08-0.10 with one)."""
-    from great_expectations.render.view import DefaultJinjaPageView
+def write_page(settings: Settings, validation: Any, name: str, entry: dict[str, Any], *,
+               asset: str, run_name: str, run_time: str) -> Path:
+    """Write a GX validation result's Data Docs page (``rendering.validation_page``, for
+    ``entry``, its recorded result) and its suite's page, offline; return the page."""
+    from lambdalake.quality.rendering import suite_page, suite_page_path, validation_page
 
-    return DefaultJinjaPageView()
-
-
-def write_page(settings: Settings, validation: Any, name: str, *, asset: str, run_name: str,
-               run_time: str) -> Path:
-    """Render a GX validation result as its Data Docs page, offline; return the file.
-
-    ``asset`` (what was validated), ``run_name`` and ``run_time`` head the page: an
-    in-memory DataFrame batch has no asset name or run of its own, so GX would show "None"."""
-    import copy
-
-    from great_expectations.render.renderer import ValidationResultsPageRenderer
-
-    page = copy.copy(validation)
-    page.meta = {**validation.meta,
-                 "batch_spec": {**(validation.meta.get("batch_spec") or {}),
-                                "data_asset_name": asset},
-                 "run_id": {"run_name": run_name, "run_time": run_time}}
-    document = ValidationResultsPageRenderer().render(page)
-    page_view = jinja_page_view().render(document)
-    html = offline_html(page_view, f"../{ASSETS_DIR}")
     root = docs_dir(settings)
     assets = root / ASSETS_DIR
     if not assets.exists():
         assets.parent.mkdir(parents=True, exist_ok=True)
         assert settings.web_assets_dir is not None
         assets.symlink_to(settings.web_assets_dir, target_is_directory=True)
-    path = root / RUNS_DIR / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return path
+    pages = {root / RUNS_DIR / name: validation_page(validation, entry, asset=asset,
+                                                     run_name=run_name, run_time=run_time),
+             root / suite_page_path(validation.suite_name): suite_page(validation)}
+    for path, html in pages.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(offline_html(html, f"../{ASSETS_DIR}"), encoding="utf-8")
+    return root / RUNS_DIR / name
 
 
 def record_with_pages(results: Sequence[GateResult], settings: Settings, **context: Any) -> str:
@@ -211,7 +192,7 @@ def record_with_pages(results: Sequence[GateResult], settings: Settings, **conte
             continue
         try:
             name = page_name(kept)
-            write_page(settings, result.validation, name,
+            write_page(settings, result.validation, name, kept,
                        asset=f"{result.layer} {result.subject} {result.interval} UTC",
                        run_name=str(context.get("run_id") or "(no run id)"),
                        run_time=kept["recorded_at"])

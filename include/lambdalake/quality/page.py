@@ -13,8 +13,9 @@ offline. Pages:
   validations;
   ``?layer=`` and ``?subject=`` narrow it;
 - ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
-- ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``)
-  and the vendored files it loads, behind the same login.
+- ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``),
+  the page of the suite it ran and the vendored files they load, behind the same login;
+  ``/docs/index.html``, where the pages' *Home* link points, redirects to ``/``.
 
 Access control is the caller's: ``create_quality_app(require_user, run_access)`` puts the
 dependencies on the routes (the plugin passes Airflow's own, so only logged-in users see
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from lambdalake.quality.docs import docs_dir
 from lambdalake.quality.history import read_results
@@ -41,6 +42,7 @@ from lambdalake.quality.report import (
     per_subject,
     recent,
     samples_table,
+    status,
     verdict,
 )
 from lambdalake.settings import Settings, get_settings
@@ -60,13 +62,6 @@ th{background:#f3f5f8}.passed{color:#1a7f37}.warning{color:#9a6700}.failed{color
 .mark.passed{background:#2da44e}.mark.warning{background:#d4a72c}.mark.failed{background:#cf222e}
 code{background:#f3f5f8;padding:0 .2rem}.muted{color:#6e7781}
 """
-
-
-def status(result: dict[str, Any]) -> str:
-    """``passed``, ``warning`` or ``failed``: the CSS class of a verdict."""
-    if not result["success"]:
-        return "failed"
-    return "warning" if result["warnings"] else "passed"
 
 
 def interval(result: dict[str, Any]) -> str:
@@ -263,6 +258,13 @@ def create_quality_app(
         return _page(title, expectation_outcomes(results, "critical")
                      + expectation_outcomes(results, "warning") + "<h2>Validations</h2>"
                      + validations(results, _docs_url(request)))
+
+    @app.get("/docs/index.html")
+    def docs_index(request: Request) -> RedirectResponse:
+        """The Data Docs pages' *Home* (``../index.html``): under the plugin, the overview
+        (the file ``make report`` writes there is the overview too, for reading offline)."""
+        return RedirectResponse(f"{request.scope.get('root_path', '').rstrip('/')}/",
+                                status_code=307)
 
     @app.get("/docs/{page:path}")
     def docs_file(page: str) -> FileResponse:

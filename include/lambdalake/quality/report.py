@@ -29,6 +29,14 @@ def verdict(result: dict[str, Any]) -> str:
     return "passed" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
+def status(result: dict[str, Any]) -> str:
+    """``passed``, ``warning`` or ``failed``: a verdict as a state (a page's CSS class, a
+    Data Docs page's icon)."""
+    if not result["success"]:
+        return "failed"
+    return "warning" if result["warnings"] else "passed"
+
+
 def recent(results: list[dict[str, Any]], layer: str | None = None, limit: int = 20, *,
            subject: str | None = None, failed_only: bool = False) -> list[dict[str, Any]]:
     """The ``limit`` most recently recorded results (of ``layer``, of ``subject``, only

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -279,7 +280,8 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
     view = load_views()["product_sales"]
     bad = view_rows(spark, lake, view).withColumn("revenue", F.col("revenue") - 100_000)
     record_with_pages([validate_view_frame(bad, view, START, END)], lake, run_id="docs-test")
-    page = docs_dir(lake) / read_results(lake)[-1]["docs"]
+    recorded = read_results(lake)[-1]
+    page = docs_dir(lake) / recorded["docs"]
     local_files_only = fenced_page(lambda url: url.startswith("file://"),
                                    viewport={"width": 1400, "height": 900})
     with local_files_only as (tab, refused):
@@ -292,7 +294,11 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
             jquery: typeof window.jQuery,
             table: typeof (window.jQuery && window.jQuery.fn.bootstrapTable),
             icons: document.fonts.check('900 16px "Font Awesome 6 Free"'),
-            text: document.body.innerText})""")
+            text: document.body.innerText,
+            status: document.querySelector('#section-1').innerText,
+            rowCount: [...document.querySelectorAll('tr')].filter(row =>
+                row.innerText.includes('greater than or equal to 1 rows'))
+                .map(row => row.querySelectorAll('td')[2].innerText)})""")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(SCREENSHOTS / "data-docs-page.png"), full_page=True)
     assert refused == [] and failed == [], (refused, failed)
@@ -300,6 +306,10 @@ def test_the_data_docs_page_of_a_failed_gate_renders_styled_with_no_network(
     assert (styled["jquery"], styled["table"]) == ("function", "function")
     assert styled["icons"], "Font Awesome's web font did not load"
     assert "revenue" in styled["text"] and "view_product_sales" in styled["text"]
+    # the verdict the Data quality page shows, and the row count GX observed
+    assert recorded["success"] is False and recorded["critical_failures"]
+    assert "Status: FAILED: range:revenue" in " ".join(styled["status"].split())
+    assert [int(re.sub(r"\D", "", cell)) for cell in styled["rowCount"]] == [bad.count()]
 
 
 def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(

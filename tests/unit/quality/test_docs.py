@@ -7,20 +7,30 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import pandas as pd
 import pytest
-from fastapi import Header
+from fastapi import FastAPI, Header
 from fastapi.testclient import TestClient
 
-from lambdalake.quality.docs import CDN_ASSETS, docs_dir, offline_html, record_with_pages
+from lambdalake.quality.docs import (
+    CDN_ASSETS,
+    docs_dir,
+    local_name,
+    offline_html,
+    record_with_pages,
+)
 from lambdalake.quality.history import read_results, record
-from lambdalake.quality.page import create_quality_app
-from lambdalake.quality.verdict import GateResult
+from lambdalake.quality.page import create_quality_app, write_report
+from lambdalake.quality.verdict import CRITICAL, ExpectationOutcome, GateResult
 from lambdalake.settings import Settings
+from tests.support.html_pages import read_page
 from tests.support.settings_factory import MakeSettings
 
 HOUR = datetime(2026, 11, 20, 10, tzinfo=UTC)
+PLUGIN_ROUTE = "/lambdalake-quality"
+"""Where Airflow's api-server mounts the plugin's app (``plugins/lambdalake_quality.py``)."""
 LOADED = re.compile(r'(?:src|<link[^>]*href)="(https?://[^"]+)"')
 
 
@@ -142,3 +152,46 @@ def test_the_history_records_without_pages_and_a_page_that_fails_loses_no_verdic
     assert "docs" not in history_only and not (docs_dir(settings) / "runs").exists()
     assert (broken["subject"], broken["success"], broken.get("docs")) == ("funnel", True, None)
     assert broken["docs_error"].startswith("AttributeError: ")
+
+
+def test_every_link_of_a_page_lands_on_a_page_under_the_plugin_and_on_disk(
+    tmp_path: Path, make_settings: MakeSettings, validation: Any
+) -> None:
+    """Every relative href and src of a validation's page and of its suite's page, resolved
+    as a browser resolves it, is answered by the plugin's app where Airflow mounts it (an
+    app with nothing else, so a link out of the plugin's routes gets a 404, as Airflow's
+    would), and is a file next to the pages as ``make report`` leaves them."""
+    assets = tmp_path / "web-assets"
+    for spec, path in CDN_ASSETS.values():
+        (assets / local_name(spec, path)).parent.mkdir(parents=True, exist_ok=True)
+        (assets / local_name(spec, path)).write_text("/* vendored */")
+    settings = make_settings(state_dir=tmp_path / "state", web_assets_dir=assets)
+    failed = ExpectationOutcome("range:revenue", "expect_column_values_to_be_between",
+                                "revenue", CRITICAL)
+    record_with_pages([GateResult("batch", "product_sales", HOUR, HOUR.replace(hour=11), False,
+                                  [failed], [], 2, 3, validation=validation)],
+                      settings, run_id="manual__1")
+    write_report(settings)
+    airflow = FastAPI()
+    airflow.mount(PLUGIN_ROUTE, create_quality_app(lambda: None, settings=lambda: settings))
+    client = TestClient(airflow)
+    run_page = f"docs/{read_results(settings)[-1]['docs']}"
+    pages = [run_page, "docs/expectations/view_product_sales.html"]
+    for name in pages:
+        url = f"http://testserver{PLUGIN_ROUTE}/{name}"
+        served = client.get(url)
+        assert served.status_code == 200, name
+        links = [link for link in read_page(served.text).urls if not link.startswith("#")]
+        outside = {link for link in links if urlsplit(urljoin(url, link)).netloc != "testserver"}
+        assert {urlsplit(link).netloc for link in outside} == {"greatexpectations.io"}  # GX's
+        for link in set(links) - outside:
+            answer = client.get(urljoin(url, link))
+            assert answer.status_code == 200, f"{name}: {link} -> {answer.status_code}"
+            assert (docs_dir(settings) / name.removeprefix("docs/")).parent.joinpath(
+                link).resolve().is_file(), f"{name}: {link} is not on disk"
+        home = client.get(urljoin(url, "../index.html"))
+        assert str(home.url) == f"http://testserver{PLUGIN_ROUTE}/"
+        assert "<h1>Data quality</h1>" in home.text
+    suite_link = [link for link in read_page(client.get(f"{PLUGIN_ROUTE}/{run_page}").text).urls
+                  if "expectations/" in link]
+    assert suite_link == ["../expectations/view_product_sales.html"]
