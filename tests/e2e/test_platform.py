@@ -44,6 +44,7 @@ from lambdalake.lake.reference import QUARANTINE_TABLE as REFERENCE_QUARANTINE_T
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.airflow_api import AirflowClient
 from lambdalake.quality.history import read_results
+from lambdalake.quality.report import recent, verdict
 from lambdalake.settings import Settings, isolated_environment
 from lambdalake.speed.reference_state import entry_hash
 from lambdalake.speed.shards import APP as SPEED_APP
@@ -712,10 +713,25 @@ def test_the_data_quality_page_is_in_airflow_behind_its_login(platform: Platform
     assert cookie.status_code == 200  # how the UI's iframe is let in
 
 
+DATA_DOCS_PAGE = r"""() => ({
+    status: document.querySelector('#section-1').innerText,
+    contents: [...document.querySelectorAll('.ge-navigation-sidebar-link')]
+        .map(link => link.innerText.trim()),
+    rowCounts: [...document.querySelectorAll('#section-2 tr')]
+        .map(row => [...row.querySelectorAll('td')].map(cell => cell.innerText.trim()))
+        .filter(cells => cells.length > 2 && /rows\.$/.test(cells[1]))
+        .map(cells => cells[2])})"""
+"""What a Data Docs page shows: its status, its table of contents, and the observed value
+of each row-count expectation (the table-level section: status, expectation, observed)."""
+
+
 def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Platform) -> None:
     """Debian's chromium, driven by Playwright: the page refuses a visitor who has not
     logged in, shows the demo's recorded validations inside the Airflow UI once logged in
-    through the login form, and loads nothing from beyond loopback."""
+    through the login form, and loads nothing from beyond loopback. Its Data Docs pages
+    say the verdict the page says and the rows the gate counted, keep the gate's derived
+    columns out of the table's, and their Home and suite links land on pages of the
+    plugin, not on Airflow's 404."""
     from playwright.sync_api import sync_playwright
 
     settings = platform.settings
@@ -723,7 +739,10 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
     remote: list[str] = []
     # what was recorded before the page was asked for: the speed supervisor's real-time
     # gates go on recording, so a subject first recorded after the page rendered may be new
-    recorded = {(r["layer"], r["subject"]) for r in read_results(settings)}
+    results = read_results(settings)
+    recorded = {(r["layer"], r["subject"]) for r in results}
+    documented = {layer: next(r for r in recent(results, layer, limit=len(results))
+                              if r.get("docs")) for layer in ("bronze", "batch")}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
@@ -740,8 +759,29 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shot = SCREENSHOTS / "data-quality-page.png"
             page.screenshot(path=str(shot), full_page=True)
+            shown = {}
+            for layer, result in documented.items():
+                page.goto(f"{base}/lambdalake-quality/docs/{result['docs']}")
+                page.locator("#section-1").wait_for(timeout=30_000)
+                shown[layer] = page.evaluate(DATA_DOCS_PAGE)
+            page.screenshot(path=str(SCREENSHOTS / "data-docs-in-airflow.png"), full_page=True)
+            with page.expect_navigation():
+                page.locator("a[href^='../expectations/']").first.click()
+            suite_text = page.locator("body").inner_text()
+            with page.expect_navigation():
+                page.locator("ol.ge-breadcrumbs a", has_text="Home").click()
+            home = (page.url, page.locator("body").inner_text())
         finally:
             browser.close()
+    for layer, result in documented.items():
+        assert f"Status: {verdict(result)}" in " ".join(shown[layer]["status"].split()), layer
+        assert not any(entry.startswith("_") for entry in shown[layer]["contents"]), layer
+    counted = shown["bronze"]["rowCounts"]  # observed, as GX formats it ("5,634")
+    assert counted and {int("".join(filter(str.isdigit, cell))) for cell in counted} == {
+        documented["bronze"]["rows"]}, counted
+    assert "Derived checks" in shown["batch"]["contents"]  # every view suite has _window
+    assert "Expectation Suite" in suite_text and "Derived checks" in suite_text
+    assert home[0] == f"{base}/lambdalake-quality/" and "Per layer and subject" in home[1]
     assert {layer for layer, _ in recorded} >= {"bronze", "batch", "serving"}  # the demo's
     for layer, subject in recorded:
         assert f"{layer}\t{subject}" in text, f"{layer} {subject} missing from the page"
