@@ -16,7 +16,8 @@ before it becomes HTML:
   of the expectation);
 - the sections of derived columns (``_window``, ``_orphan_share``: columns the gate adds
   to the slice, ``suites.common.is_derived``) are one *Derived checks* section, each named
-  with the columns it checks, not listed as columns of the table;
+  with the columns it checks, not listed as columns of the table (nor among the columns a
+  table-columns check observed);
 - the links fit the pages' layout under the docs dir (``runs/<page>.html``,
   ``expectations/<suite>.html``, ``index.html``), where GX assumes its own site's deeper
   one: *Home* is ``../index.html`` and the suite link ``../expectations/<suite>.html``.
@@ -47,6 +48,8 @@ TABLE_LEVEL = "Table-Level Expectations"
 _ICONS = {"passed": "fa-check-circle text-success",
           "warning": "fa-exclamation-triangle text-warning",
           "failed": "fa-times text-danger"}
+_COLUMNS_CHECKS = {"expect_table_columns_to_match_set",
+                   "expect_table_columns_to_match_ordered_list"}
 _FAVICON = re.compile(r'<link rel="shortcut icon" href="[^"]*"[^>]*>')
 
 
@@ -87,6 +90,8 @@ def validation_page(validation: Any, entry: dict[str, Any], *, asset: str,
                  "batch_spec": {**(validation.meta.get("batch_spec") or {}),
                                 "data_asset_name": asset},
                  "run_id": {"run_name": run_name, "run_time": run_time}}
+    for result in page.results:
+        _table_columns_only(result)
     marks = row_verdicts(entry)
     document = ValidationResultsPageRenderer().render(page)
     _mark_rows(document, page.results, marks)
@@ -111,6 +116,14 @@ def suite_page(validation: Any) -> str:
     _derived_apart(document, _derived_about(configs))
     html = jinja_page_view().render(document)
     return _site_links(html, gx_depth=validation.suite_name.count(".") + 1)
+
+
+def _table_columns_only(result: Any) -> None:
+    """A table-columns check's observed columns without the derived ones (the gate added
+    them to the slice it validated; they are not the table's)."""
+    observed = (result.result or {}).get("observed_value")
+    if result.expectation_config.type in _COLUMNS_CHECKS and isinstance(observed, list):
+        result.result["observed_value"] = [c for c in observed if not is_derived(str(c))]
 
 
 def _section(document: Any, name: str) -> Any:

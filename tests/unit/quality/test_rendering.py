@@ -27,6 +27,8 @@ def suite() -> gx.ExpectationSuite:
     return new_suite("view_page_traffic", [
         expect_on(gx.expectations.ExpectTableRowCountToBeBetween, "not_empty",
                   "the slice has rows", WARNING, min_value=1),
+        expect_on(gx.expectations.ExpectTableColumnsToMatchSet, "columns", "its columns",
+                  CRITICAL, column_set=["page", "views"], exact_match=False),
         expect_on(gx.expectations.ExpectColumnValuesToNotBeNull, "not_null:page",
                   "every row has its page", WARNING, column="page"),
         expect_on(gx.expectations.ExpectColumnValuesToBeBetween, "range:views",
@@ -68,7 +70,7 @@ def test_a_gate_that_passed_with_a_warning_says_so_where_gx_said_failed(
     assert re.search(r'Status:</span>\s*<i class="fas fa-exclamation-triangle text-warning"',
                      html)
     assert [row for row in overview.rows if len(row) == 2][:5] == [
-        ["Evaluated Expectations", "5"], ["Passed", "4"],
+        ["Evaluated Expectations", "6"], ["Passed", "5"],
         ["Critical failures (fail the gate)", "0"], ["Warnings (recorded, do not block)", "1"],
         ["Verdict", "passed, 1 warning"]]
 
@@ -81,8 +83,9 @@ def test_each_row_says_what_it_did_to_the_gate_with_its_observed_value(
     assert header == [] and row[-1] == WARNED  # the header row has th cells only
     assert "33.33% of 3 total rows" in row[1]
     assert icons == ["fas fa-exclamation-triangle text-warning"]  # not GX's red cross
-    (_, count), = [page.section("Table-Level Expectations").rows]
+    _, count, columns = page.section("Table-Level Expectations").rows
     assert count[2:] == ["3", "passed"]  # the row count, observed (after icon, expectation)
+    assert columns[2:] == ["['page', 'views']", "passed"]  # not the gate's _window
     (_, views), = [page.section("views").rows]
     assert views[2:] == ["0% unexpected", "passed"]
 
