@@ -36,7 +36,8 @@ from lambdalake.operations.pipeline_status import (
     view_statuses,
 )
 from lambdalake.quality.history import read_results
-from lambdalake.quality.page import STYLE, status
+from lambdalake.quality.page import STYLE
+from lambdalake.quality.report import status
 from lambdalake.settings import Settings, get_settings
 
 Runs = Callable[[], list[dict[str, Any]]]
