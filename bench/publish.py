@@ -17,10 +17,10 @@ from typing import Any
 
 from bench.harness.common import Result
 from bench.run import machine_line, table
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-PUBLISHED = PROJECT_ROOT / "docs" / "benchmarks"
-PAGE = PROJECT_ROOT / "docs" / "performance.md"
+PUBLISHED = REPO / "docs" / "benchmarks"
+PAGE = REPO / "docs" / "performance.md"
 START, END = "<!-- bench-report -->", "<!-- /bench-report -->"
 RUN_FILES = ("results.json", "report.md", "*.png")
 
@@ -68,7 +68,7 @@ def publish(run: Path) -> None:
         for file in run.glob(pattern):
             shutil.copy2(file, PUBLISHED / file.name)
     PAGE.write_text(replace_block(PAGE.read_text(), published_block()))
-    print(f"published {run} to {PUBLISHED} and {PAGE.relative_to(PROJECT_ROOT)}")
+    print(f"published {run} to {PUBLISHED} and {PAGE.relative_to(REPO)}")
 
 
 def main() -> None:

@@ -28,10 +28,10 @@ from typing import Any
 import yaml
 from pydantic.fields import FieldInfo
 
-from lambdalake.settings import PROJECT_ROOT
+from docsgen import REPO
 
-PAGE = PROJECT_ROOT / "docs" / "reference" / "view-language.md"
-EXAMPLES = PROJECT_ROOT / "docs" / "examples" / "ride-hailing"
+PAGE = REPO / "docs" / "reference" / "view-language.md"
+EXAMPLES = REPO / "docs" / "examples" / "ride-hailing"
 """The contracts the page's examples are checked against (``events/``, ``entities/``)."""
 REGION = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated: "
                     r"(?P=name) -->)", re.DOTALL)

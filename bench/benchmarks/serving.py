@@ -47,11 +47,12 @@ from lambdalake.batch.publication import Publication, publish
 from lambdalake.serving.query import ViewQuery, json_value, parse_query, run_query
 from lambdalake.serving.service import uvicorn_command
 from lambdalake.serving.snapshot import SnapshotStore
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.speed.realtime import realtime_table
 from lambdalake.views.catalog import physical_table
 from lambdalake.views.definition import ViewDefinition, load_views
 from lambdalake.views.measures import sketch_of
+from tests.support.repo import REPO
 
 VIEW = "page_traffic"
 ROWS_PATH = f"/views/{VIEW}/rows"
@@ -255,7 +256,7 @@ def api_server(lake: Settings) -> Iterator[str]:
     with log.open("wb") as output:
         process = subprocess.Popen(
             uvicorn_command(served), env={**os.environ, **served.to_environment()},
-            cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT,
+            cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
         )
     try:
         base_url = served.serving.base_url

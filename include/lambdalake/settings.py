@@ -11,6 +11,9 @@ directory overrides them too (the environment wins over `.env`). Names are
     LAMBDALAKE_LAKE__ROOT=s3a://my-bucket/lake
 
 Nothing else in the code base hard-codes a host, a port or a path: it asks ``get_settings()``.
+The project's own files that the installed package does not carry (``schemas/``, ``dags/``,
+``plugins/``, ``spark_jobs/``, ``include/jvm/``) are found under ``LAMBDALAKE_PROJECT_DIR``,
+by default the checkout the package runs from.
 """
 
 from __future__ import annotations
@@ -28,8 +31,39 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lambdalake.timeutil import duration_seconds
 
-PROJECT_ROOT: Path = Path(__file__).resolve().parents[2]
-"""The repository checkout (``include/lambdalake/settings.py`` is two levels below it)."""
+
+def _checkout() -> Path | None:
+    """The repository checkout this module runs from (``include/lambdalake/settings.py``),
+    or None in an installed package, whose wheel carries the code but not the project's files."""
+    here = Path(__file__).resolve()
+    root = here.parents[2]
+    return root if here.parents[1].name == "include" and (root / "pyproject.toml").is_file() \
+        else None
+
+
+CHECKOUT: Path | None = _checkout()
+"""The checkout the package runs from (editable install or ``include/`` on the path), if any."""
+
+PROJECT_DIR_VARIABLE = "LAMBDALAKE_PROJECT_DIR"
+
+
+class ProjectDirUnset(RuntimeError):
+    """The package runs from no checkout and ``LAMBDALAKE_PROJECT_DIR`` is unset, but a
+    command needs the project's files: said once, naming the setting, not as a missing path."""
+
+    def __init__(self, needed: str) -> None:
+        super().__init__(
+            f"no project dir for {needed}: lambdalake runs from an installed package, not a "
+            f"checkout; set {PROJECT_DIR_VARIABLE} to the directory of its schemas/, dags/, "
+            f"plugins/, spark_jobs/ and include/jvm/")
+
+
+def _default_state_dir(fields: dict[str, object]) -> Path:
+    """``<project dir>/.state``: a checkout keeps its state beside it, as before."""
+    project_dir = fields.get("project_dir")
+    if not isinstance(project_dir, Path):
+        raise ProjectDirUnset("the default state dir (LAMBDALAKE_STATE_DIR unset)")
+    return project_dir / ".state"
 
 LOOPBACK = "127.0.0.1"
 
@@ -601,9 +635,13 @@ class Settings(BaseSettings):
     environment: Literal["local", "production"] = Field(
         "local", description="'production' refuses generated credentials"
     )
+    project_dir: Path | None = Field(
+        CHECKOUT, description="the project's files the installed package does not carry: "
+        "schemas/ (event contracts, views), dags/, plugins/, spark_jobs/, include/jvm/; unset: "
+        "the checkout the package runs from (an installed package needs it set)")
     state_dir: Path = Field(
-        PROJECT_ROOT / ".state", description="all local state: logs, pids, data, secrets"
-    )
+        default_factory=_default_state_dir,
+        description="all local state: logs, pids, data, secrets; unset: <project dir>/.state")
     jars_dir: Path | None = Field(None, description="unset: <state dir>/jars")
     web_assets_dir: Path | None = Field(
         None, description="front-end files of the Data Docs pages, vendored from npm at setup;"
@@ -622,10 +660,10 @@ class Settings(BaseSettings):
     airflow: AirflowSettings = AirflowSettings()
     metrics: MetricsSettings = MetricsSettings()
 
-    @field_validator("state_dir")
+    @field_validator("state_dir", "project_dir")
     @classmethod
-    def _absolute_state_dir(cls, value: Path) -> Path:
-        return value.expanduser().resolve()
+    def _absolute(cls, value: Path | None) -> Path | None:
+        return value.expanduser().resolve() if value is not None else None
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
@@ -649,6 +687,13 @@ class Settings(BaseSettings):
         if self.serving.commit_poll_seconds is None and not self.lake.on_object_storage:
             self.serving.commit_poll_seconds = 0.02
         return self
+
+    def project_path(self, *parts: str) -> Path:
+        """A file or folder of the project (``project_path("schemas", "views")``); raises
+        ProjectDirUnset, naming the setting, where there is no project dir."""
+        if self.project_dir is None:
+            raise ProjectDirUnset("/".join(parts) or "its files")
+        return self.project_dir.joinpath(*parts)
 
     @property
     def kafka_jars_dir(self) -> Path:
@@ -714,10 +759,12 @@ def isolated_environment(name: str, slot: int) -> dict[str, str]:
     if not 1 <= slot <= 9:
         raise ValueError(f"slot must be 1..9, not {slot}")
     base = 20_000 + 1_000 * slot
+    # not get_settings(): the caller sets these variables next, and would find it cached
+    state = Settings().project_path(".state")
     return {
-        "LAMBDALAKE_STATE_DIR": str(PROJECT_ROOT / ".state" / name),
-        "LAMBDALAKE_JARS_DIR": str(PROJECT_ROOT / ".state" / "jars"),
-        "LAMBDALAKE_WEB_ASSETS_DIR": str(PROJECT_ROOT / ".state" / "web-assets"),
+        "LAMBDALAKE_STATE_DIR": str(state / name),
+        "LAMBDALAKE_JARS_DIR": str(state / "jars"),
+        "LAMBDALAKE_WEB_ASSETS_DIR": str(state / "web-assets"),
         "LAMBDALAKE_BROKER__FIRST_PORT": str(base + 92),
         "LAMBDALAKE_POSTGRES__PORT": str(base + 433),
         "LAMBDALAKE_AIRFLOW__PORT": str(base + 80),
@@ -750,7 +797,8 @@ def documented_variables() -> list[tuple[str, str, str]]:
                 walk(value, f"{prefix}{name.upper()}__")
                 continue
             shown = "(unset)" if value is None else "(derived)" if value == "" else str(value)
-            shown = shown.replace(str(PROJECT_ROOT), "<repo>")
+            if CHECKOUT is not None:
+                shown = shown.replace(str(CHECKOUT), "<repo>")
             rows.append((f"{prefix}{name.upper()}", shown, field.description or ""))
 
     walk(Settings.model_construct(), "LAMBDALAKE_")

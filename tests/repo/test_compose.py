@@ -17,7 +17,7 @@ from lambdalake.kafka.registry_server import LocalSchemaRegistry
 from lambdalake.operations.platform import Platform
 from lambdalake.orchestration.spark_connect import SparkConnectServer, connection_url
 from lambdalake.serving.service import APP_FACTORY, ServingService
-from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
+from lambdalake.settings import Settings, documented_variables
 from lambdalake.speed.service import SpeedLayer
 from lambdalake.speed.shards import shards
 from lambdalake.stack.airflow import EXECUTOR, Airflow
@@ -25,6 +25,7 @@ from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.watchdog import Watchdog
+from tests.support.repo import REPO
 
 COMPOSE_SERVICES: dict[type, set[str]] = {
     # each component of the local stack, in Platform's start order: its services in compose
@@ -48,7 +49,7 @@ REQUIRED_VARIABLE = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
 
 
 def environment(compose: dict[str, Any], service: str) -> dict[str, str]:
@@ -212,7 +213,7 @@ def test_the_streaming_applications_are_services_the_runtime_restarts(
     for app in ("ingest", "speed-0", "speed-1"):
         assert compose["services"][app]["restart"] == "unless-stopped"
     for script in ("ingest", "speed"):
-        assert (PROJECT_ROOT / "spark_jobs" / f"{script}.py").is_file()
+        assert (REPO / "spark_jobs" / f"{script}.py").is_file()
     speed = substituted(environment(compose, "speed-0"))
     assert Settings().speed.process_manager == "stack"  # the local stack's default
     assert speed["LAMBDALAKE_SPEED__PROCESS_MANAGER"] == "container"  # the supervisor only checks
@@ -341,7 +342,7 @@ def test_the_image_fetches_jars_and_web_assets_where_the_services_read_them(
 ) -> None:
     """The Dockerfile's ``lambdalake setup`` fills the jars and web assets dirs the compose
     services are configured with, and the image has the tools setup fetches them with."""
-    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    dockerfile = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
     [setup] = [line for line in dockerfile.splitlines() if line.rstrip().endswith("lambdalake setup")]
     built = dict(re.findall(r"(LAMBDALAKE_\w+)=(\S+)", setup))
     services = environment(compose, "airflow-scheduler")

@@ -8,9 +8,9 @@ import yaml
 from bench.publish import published_block, published_figures
 from docsgen.reference import PAGES
 from lambdalake.cli.docs import settings_table
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-DOCS = PROJECT_ROOT / "docs"
+DOCS = REPO / "docs"
 
 
 def test_the_settings_table_matches_the_settings_module() -> None:
@@ -35,7 +35,7 @@ def test_the_benchmark_figures_are_those_of_the_published_run() -> None:
 def test_the_reference_pages_generated_from_the_code_are_current() -> None:
     for page, generate in PAGES.items():
         assert page.read_text() == generate(), (
-            f"{page.relative_to(PROJECT_ROOT)} is stale: run `python -m docsgen.reference`")
+            f"{page.relative_to(REPO)} is stale: run `python -m docsgen.reference`")
 
 
 def nav_pages(entries: list) -> set[str]:
@@ -47,17 +47,17 @@ def nav_pages(entries: list) -> set[str]:
 
 
 def test_the_site_lists_every_page_and_builds_offline() -> None:
-    config = yaml.safe_load((PROJECT_ROOT / "mkdocs.yml").read_text())
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
     listed = nav_pages(config["nav"])
     unlisted = {line.strip().lstrip("/") for line in config["not_in_nav"].splitlines() if line}
     pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
     assert pages - unlisted == listed
     assert config["theme"]["font"] is False, "Google Fonts would need the network"
     assert config["strict"] is True
-    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    makefile = (REPO / "Makefile").read_text()
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "$(BIN)/mkdocs build --strict --site-dir site" in lint
-    assert "site/" in (PROJECT_ROOT / ".gitignore").read_text().splitlines()
+    assert "site/" in (REPO / ".gitignore").read_text().splitlines()
 
 
 def test_the_changelog_page_is_the_changelog_with_its_links_resolved_from_docs() -> None:

@@ -4,14 +4,13 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lambdalake.settings import PROJECT_ROOT
-from lambdalake.stack.jars import MANIFEST_DIR
+from tests.support.repo import REPO
 
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 def pom_properties() -> dict[str, str]:
-    root = ET.parse(MANIFEST_DIR / "pom.xml").getroot()
+    root = ET.parse(REPO / "include" / "jvm" / "pom.xml").getroot()
     properties = root.find("m:properties", POM_NS)
     assert properties is not None
     return {child.tag.split("}")[1]: child.text or "" for child in properties}
@@ -19,7 +18,7 @@ def pom_properties() -> dict[str, str]:
 
 def pinned(package: str) -> str:
     """The exact version requirements.txt pins ``package`` to (names compared as PEP 503)."""
-    for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+    for line in (REPO / "requirements.txt").read_text().splitlines():
         name, _, version = line.partition("==")
         if version and canonical(name) == canonical(package):
             return version.strip()
@@ -49,7 +48,7 @@ def test_required_packages_are_pinned_exactly() -> None:
 
 def test_every_requirement_is_an_exact_pin() -> None:
     lines = [
-        line for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        line for line in (REPO / "requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
     loose = [line for line in lines if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[\w.+\-]+", line)]
@@ -77,7 +76,7 @@ def test_the_broker_logs_with_a_log4j_past_its_known_vulnerabilities() -> None:
 
 
 def test_compose_runs_the_broker_and_registry_versions_the_local_stack_runs() -> None:
-    compose = (MANIFEST_DIR.parents[1] / "docker-compose.yml").read_text()
+    compose = (REPO / "docker-compose.yml").read_text()
     properties = pom_properties()
     assert f"image: apache/kafka:{properties['kafka.version']}\n" in compose
     assert f"image: apicurio/apicurio-registry:{properties['apicurio.version']}\n" in compose

@@ -4,9 +4,9 @@ and undated, and every link in it and in the manual leads to a file of the repos
 import re
 from pathlib import Path
 
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-README = (PROJECT_ROOT / "README.md").read_text()
+README = (REPO / "README.md").read_text()
 MAX_LINES = 250
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
@@ -15,8 +15,8 @@ def test_the_two_commands_come_first_and_ci_runs_the_test_command() -> None:
     first_block = README.split("```bash", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
-    assert "make test" in (PROJECT_ROOT / ".ci" / "run").read_text()
-    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "make test" in (REPO / ".ci" / "run").read_text()
+    makefile = (REPO / "Makefile").read_text()
     assert "\ndemo:" in makefile and "\ntest:" in makefile
 
 
@@ -29,8 +29,8 @@ def test_the_readme_is_a_front_page_not_a_notebook() -> None:
 
 
 def markdown_files() -> list[Path]:
-    return [PROJECT_ROOT / "README.md", PROJECT_ROOT / "CHANGELOG.md",
-            *sorted((PROJECT_ROOT / "docs").rglob("*.md"))]
+    return [REPO / "README.md", REPO / "CHANGELOG.md",
+            *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def relative_links(page: Path) -> list[str]:
@@ -44,13 +44,13 @@ def test_every_relative_link_resolves_to_a_file_of_the_repository() -> None:
     for page in markdown_files():
         for target in relative_links(page):
             path = (page.parent / target.split("#", 1)[0]).resolve()
-            if not path.is_file() or not path.is_relative_to(PROJECT_ROOT):
-                broken.append(f"{page.relative_to(PROJECT_ROOT)}: {target}")
+            if not path.is_file() or not path.is_relative_to(REPO):
+                broken.append(f"{page.relative_to(REPO)}: {target}")
     assert broken == []
 
 
 def test_the_readme_links_into_the_manual() -> None:
-    linked = {target.split("#", 1)[0] for target in relative_links(PROJECT_ROOT / "README.md")}
+    linked = {target.split("#", 1)[0] for target in relative_links(REPO / "README.md")}
     for page in ("docs/getting-started.md", "docs/concepts/lambda-architecture.md",
                  "docs/operations/configuration.md", "docs/reference/settings.md",
                  "docs/performance.md", "docs/decisions.md", "CHANGELOG.md"):

@@ -23,8 +23,8 @@ from docsgen.view_language import (
     with_change,
 )
 from lambdalake.contracts.registry import ContractRegistry, EntityRegistry
-from lambdalake.settings import PROJECT_ROOT
 from lambdalake.views.definition import ViewDefinition, load_views
+from tests.support.repo import REPO
 
 TEXT = PAGE.read_text()
 FENCES = re.findall(r"^```yaml([^\n]*)\n(.*?)^```", TEXT, re.DOTALL | re.MULTILINE)
@@ -40,11 +40,11 @@ def _marker(body: str, name: str) -> str | None:
 
 def test_the_page_is_current_with_its_generator() -> None:
     assert TEXT == view_language_markdown(), (
-        f"{PAGE.relative_to(PROJECT_ROOT)} is stale: run `python -m docsgen.reference`")
+        f"{PAGE.relative_to(REPO)} is stale: run `python -m docsgen.reference`")
 
 
 def test_the_page_is_in_the_sites_reference_section() -> None:
-    nav = yaml.safe_load((PROJECT_ROOT / "mkdocs.yml").read_text())["nav"]
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
     reference = next(entry["Reference"] for entry in nav if "Reference" in entry)
     assert "reference/view-language.md" in [next(iter(e.values())) for e in reference]
 
@@ -62,7 +62,7 @@ def test_every_yaml_block_is_a_view_naming_its_contracts() -> None:
 @pytest.mark.parametrize("body", EXAMPLE_BLOCKS,
                          ids=[yaml.safe_load(b)["name"] for b in EXAMPLE_BLOCKS])
 def test_each_example_loads_against_the_contracts_it_names(body: str, tmp_path: Path) -> None:
-    contracts = PROJECT_ROOT / str(_marker(body, "checked against"))
+    contracts = REPO / str(_marker(body, "checked against"))
     name = yaml.safe_load(body)["name"]
     (tmp_path / f"{name}.yaml").write_text(body)
     entities = EntityRegistry(contracts / "entities") if (contracts / "entities").is_dir() else None
@@ -105,4 +105,4 @@ def test_each_measure_and_join_example_loads() -> None:
 
 def test_the_contracts_the_examples_name_are_the_ride_hailing_example() -> None:
     named = {_marker(body, "checked against") for body in EXAMPLE_BLOCKS}
-    assert named == {EXAMPLES.relative_to(PROJECT_ROOT).as_posix()}
+    assert named == {EXAMPLES.relative_to(REPO).as_posix()}

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from lambdalake.contracts.registry import ContractRegistry
-from lambdalake.settings import PROJECT_ROOT
-from lambdalake.views.definition import VIEWS_DIR, ViewDefinition
+from lambdalake.views.definition import ViewDefinition, views_dir
 from lambdalake.views.expressions import ExpressionError, SqlType, typed
+from tests.support.repo import REPO
 
-PAGE = (PROJECT_ROOT / "docs" / "views.md").read_text()
+PAGE = (REPO / "docs" / "views.md").read_text()
 COLUMNS = {"amount": SqlType.of("DECIMAL(18,2)"), "quantity": SqlType.of("BIGINT"),
            "currency": SqlType.of("STRING"), "paid": SqlType.of("BOOLEAN")}
 
@@ -22,7 +22,7 @@ COLUMNS = {"amount": SqlType.of("DECIMAL(18,2)"), "quantity": SqlType.of("BIGINT
 def test_the_example_is_the_shipped_view() -> None:
     example = PAGE.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert example.startswith("# schemas/views/order_value.yaml (shipped)")
-    assert yaml.safe_load(example) == yaml.safe_load((VIEWS_DIR / "order_value.yaml").read_text())
+    assert yaml.safe_load(example) == yaml.safe_load((views_dir() / "order_value.yaml").read_text())
 
 
 WORKED = re.findall(r"```yaml\n(.*?)```", PAGE.split("\n## Worked examples", 1)[1]
@@ -30,7 +30,7 @@ WORKED = re.findall(r"```yaml\n(.*?)```", PAGE.split("\n## Worked examples", 1)[
 
 
 def test_each_worked_example_is_a_valid_view_of_the_ride_hailing_contract() -> None:
-    contracts = ContractRegistry(PROJECT_ROOT / "docs" / "examples" / "ride-hailing" / "events")
+    contracts = ContractRegistry(REPO / "docs" / "examples" / "ride-hailing" / "events")
     assert len(WORKED) == 6
     kinds, slides = set(), set()
     for example in WORKED:
@@ -54,4 +54,4 @@ def test_what_the_page_says_is_refused_is_refused(text: str) -> None:
 def test_every_test_file_the_page_names_exists() -> None:
     named = set(re.findall(r"`(tests/[\w/]+\.py)`", PAGE))
     assert len(named) >= 6
-    assert [path for path in sorted(named) if not (PROJECT_ROOT / path).is_file()] == []
+    assert [path for path in sorted(named) if not (REPO / path).is_file()] == []

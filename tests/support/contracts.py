@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from lambdalake.contracts.registry import EVENTS_DIR, ContractRegistry
+from lambdalake.contracts.registry import ContractRegistry, events_dir
 
 
 def contracts_with_page_view_v2(directory: Path, referrer_required: bool = False
@@ -14,7 +14,7 @@ def contracts_with_page_view_v2(directory: Path, referrer_required: bool = False
     """The repository's contracts copied to ``directory`` plus a page_view v2 that adds
     ``referrer``: optional (a compatible change), or required (an incompatible one)."""
     if not directory.exists():
-        shutil.copytree(EVENTS_DIR, directory)
+        shutil.copytree(events_dir(), directory)
         document = json.loads((directory / "page_view.v1.json").read_text())
         document["$id"] = "page_view.v2.json"
         document["properties"]["schema_version"] = {"const": 2}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from lambdalake.contracts.registry import EVENTS_DIR
 from lambdalake.settings import Settings
 from lambdalake.timeutil import utc_argument
 
@@ -215,8 +214,8 @@ def add_commands(commands: Commands) -> None:
                            "the event contracts in the schema registry")
     contracts.add_argument("--offline", action="store_true",
                            help="check the files only (no schema registry)")
-    contracts.add_argument("--dir", type=Path, default=EVENTS_DIR,
-                           help="the contract files (default: the repository's schemas/events)")
+    contracts.add_argument("--dir", type=Path,
+                           help="the contract files (default: the project's schemas/events)")
     contracts.set_defaults(run=cmd_contracts)
     _add_produce(commands)
     _add_query(commands)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from lambdalake.settings import PROJECT_ROOT, Settings, documented_variables
+from lambdalake.settings import Settings, documented_variables
 
 SETTINGS_TABLE_START = "<!-- settings-table"
 SETTINGS_TABLE_END = "<!-- /settings-table -->"
@@ -26,17 +26,18 @@ def cmd_settings(_settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_docs(_settings: Settings, _args: argparse.Namespace) -> int:
+def cmd_docs(settings: Settings, _args: argparse.Namespace) -> int:
     """Regenerate the documentation derived from code: the settings table, the contracts."""
     from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, contracts_markdown
 
-    page = PROJECT_ROOT / "docs" / "reference" / "settings.md"
+    page = settings.project_path("docs", "reference", "settings.md")
     text = page.read_text()
     start = text.index("\n", text.index(SETTINGS_TABLE_START)) + 1
     end = text.index(SETTINGS_TABLE_END)
     page.write_text(text[:start] + settings_table() + text[end:])
-    (PROJECT_ROOT / "docs" / "events.md").write_text(contracts_markdown(ContractRegistry()) + "\n")
-    (PROJECT_ROOT / "docs" / "entities.md").write_text(
+    settings.project_path("docs", "events.md").write_text(
+        contracts_markdown(ContractRegistry()) + "\n")
+    settings.project_path("docs", "entities.md").write_text(
         contracts_markdown(EntityRegistry()) + "\n")
     print("updated docs/reference/settings.md, docs/events.md and docs/entities.md")
     return 0

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from lambdalake.cli import data, docs, quality, stack
-from lambdalake.settings import get_settings
+from lambdalake.settings import ProjectDirUnset, get_settings
 
 DESCRIPTION = """The platform's command line (the Makefile wraps it): the stack, the data, its
 quality and the docs derived from code. `lambdalake <command> --help` for each."""
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         from lambdalake.stack.process import StackError
 
-        if isinstance(error, StackError):
+        if isinstance(error, StackError | ProjectDirUnset):
             print(f"lambdalake {args.command}: {error}", file=sys.stderr)
             return 2
         raise

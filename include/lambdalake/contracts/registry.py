@@ -35,10 +35,17 @@ from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
 from lambdalake.contracts.record_checks import RecordCheck, UnsupportedSchema, compile_record_check
-from lambdalake.settings import PROJECT_ROOT
+from lambdalake.settings import get_settings
 
-EVENTS_DIR = PROJECT_ROOT / "schemas" / "events"
-ENTITIES_DIR = PROJECT_ROOT / "schemas" / "entities"
+
+def events_dir() -> Path:
+    """The project's event contracts, ``schemas/events`` (``LAMBDALAKE_PROJECT_DIR``)."""
+    return get_settings().project_path("schemas", "events")
+
+
+def entities_dir() -> Path:
+    """The project's reference-entity contracts, ``schemas/entities``."""
+    return get_settings().project_path("schemas", "entities")
 _FILE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.json$")
 _SHARED = {"common"}
 CONSTRAINT_KEYWORDS = ("const", "enum", "minimum", "maximum", "minLength", "maxLength",
@@ -171,7 +178,8 @@ def _error_messages(validator: Draft202012Validator, document: Mapping[str, Any]
 class ContractRegistry:
     """All event contracts found in a directory."""
 
-    def __init__(self, directory: Path = EVENTS_DIR) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
+        directory = directory or events_dir()
         self.directory = directory
         documents = _documents(directory)
         self._registry = _references(documents)
@@ -265,7 +273,8 @@ deletion without it is dated by its Kafka timestamp."""
 class EntityRegistry:
     """All reference-entity contracts found in a directory."""
 
-    def __init__(self, directory: Path = ENTITIES_DIR) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
+        directory = directory or entities_dir()
         self.directory = directory
         documents = _documents(directory)
         self._registry = _references(documents)

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from lambdalake.orchestration.spark_connect import as_airflow_task
-from lambdalake.settings import PROJECT_ROOT, get_settings
+from lambdalake.settings import get_settings
 
-SPARK_JOBS_DIR = PROJECT_ROOT / "spark_jobs"
 RUN_IN_FORK = sys.platform == "linux"
 _CALLERS_STREAMS: list[object] = []
 
@@ -55,9 +54,11 @@ class SparkJobFailed(RuntimeError):
 
 
 def job_path(job: str) -> Path:
-    path = SPARK_JOBS_DIR / f"{job}.py"
+    """The entry point ``spark_jobs/<job>.py`` of the project (``LAMBDALAKE_PROJECT_DIR``)."""
+    jobs = get_settings().project_path("spark_jobs")
+    path = jobs / f"{job}.py"
     if not path.is_file():
-        known = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py") if not p.stem.startswith("_"))
+        known = sorted(p.stem for p in jobs.glob("*.py") if not p.stem.startswith("_"))
         raise ValueError(f"unknown Spark job {job!r}; known jobs: {', '.join(known)}")
     return path
 
@@ -132,7 +133,7 @@ def _child(command: list[str], environment: Mapping[str, str], output: int) -> N
         sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), line_buffering=True)
         sys.stdin = open(0, closefd=False)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        os.chdir(PROJECT_ROOT)
+        os.chdir(get_settings().project_path())  # the caller's settings, as job_path's
         if not RUN_IN_FORK:
             os.execve(sys.executable, command, environment)
         _set_process_title(command)  # before the environment changes: it moves it

@@ -6,7 +6,7 @@ import sys
 
 import httpx
 
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.stack.process import OneProcessComponent
 
 APP_FACTORY = "lambdalake.serving.api:create_app"
@@ -34,7 +34,7 @@ class ServingService(OneProcessComponent):
         """Start unless running; wait until ``/health`` answers; return the pid."""
         pid = self.process.start(uvicorn_command(self.settings),
                                  env=self.settings.child_environment(SERVING_SECRETS),
-                                 cwd=PROJECT_ROOT)
+                                 cwd=self.settings.project_path())
         self.process.wait_until(self.healthy, timeout,
                                 f"GET {self.settings.serving.base_url}/health")
         return pid

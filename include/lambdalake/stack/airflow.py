@@ -21,7 +21,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.stack.postgres import Postgres
 from lambdalake.stack.process import ManagedProcess, StackError, run_checked
 from lambdalake.stack.secrets import local_secret
@@ -85,8 +85,8 @@ class Airflow:
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": Postgres(self.settings).sqlalchemy_url,
             "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
-            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.settings.project_path("dags")),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.settings.project_path("plugins")),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": str(af.parallelism),
             "AIRFLOW__CORE__AUTH_MANAGER": (

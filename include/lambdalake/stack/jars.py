@@ -13,17 +13,22 @@ import re
 import shutil
 from pathlib import Path
 
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.stack.process import run_checked
 
-MANIFEST_DIR = PROJECT_ROOT / "include" / "jvm"
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+)-\d+(?:\.\d+)+(?:[-.][\w.]+)?\.jar$")
 
 
-def manifest_digest() -> str:
+def manifest_dir(settings: Settings) -> Path:
+    """The JVM dependency manifest, ``include/jvm`` of the project (``LAMBDALAKE_PROJECT_DIR``)."""
+    return settings.project_path("include", "jvm")
+
+
+def manifest_digest(settings: Settings) -> str:
     """What the jar directory is built from: every module's pom and the Java it compiles."""
     digest = hashlib.sha256()
-    sources = [*MANIFEST_DIR.rglob("pom.xml"), *MANIFEST_DIR.glob("*/src/**/*.java")]
+    manifest = manifest_dir(settings)
+    sources = [*manifest.rglob("pom.xml"), *manifest.glob("*/src/**/*.java")]
     for source in sorted(sources):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
@@ -68,18 +73,18 @@ def resolve_jars(settings: Settings, force: bool = False) -> Path:
     jars_dir = settings.jars_dir
     assert jars_dir is not None
     stamp = jars_dir / ".manifest-digest"
-    if not force and stamp.exists() and stamp.read_text() == manifest_digest():
+    if not force and stamp.exists() and stamp.read_text() == manifest_digest(settings):
         return jars_dir
     staging = jars_dir.with_name(jars_dir.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
     run_checked(
-        ["mvn", "-B", "-q", "-f", str(MANIFEST_DIR / "pom.xml"), "package",
+        ["mvn", "-B", "-q", "-f", str(manifest_dir(settings) / "pom.xml"), "package",
          f"-Djars.dir={staging}"],
         settings.state_dir / "logs" / "setup-jars.log",
     )
     drop_jars_pyspark_ships(staging / "spark-connectors")
     extract_distributions(staging / "schema-registry")
-    (staging / ".manifest-digest").write_text(manifest_digest())
+    (staging / ".manifest-digest").write_text(manifest_digest(settings))
     shutil.rmtree(jars_dir, ignore_errors=True)
     staging.rename(jars_dir)
     return jars_dir

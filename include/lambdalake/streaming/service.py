@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lambdalake.orchestration.spark_jobs import job_path
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.stack.process import ManagedProcess, OneProcessComponent, StackError
 from lambdalake.streaming.progress import (
     consumed_offsets,
@@ -47,7 +47,7 @@ def start_app_process(settings: Settings, app: str, job: str | None = None,
     return app_process(settings, app).start(
         [sys.executable, str(job_path(job or app)), *args],
         env=settings.child_environment(STREAM_SECRETS),
-        cwd=PROJECT_ROOT,
+        cwd=settings.project_path(),
         niceness=settings.ingest.niceness if app == "ingest" else 0,
     )
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from lambdalake.settings import PROJECT_ROOT
+from lambdalake.settings import get_settings
 from lambdalake.timeutil import duration_seconds
 from lambdalake.views.expressions import (
     STRING,
@@ -54,7 +54,10 @@ from lambdalake.views.measures import (
 if TYPE_CHECKING:
     from lambdalake.contracts.registry import ContractRegistry, EntityRegistry, FieldRule
 
-VIEWS_DIR = PROJECT_ROOT / "schemas" / "views"
+
+def views_dir() -> Path:
+    """The project's view definitions, ``schemas/views`` (``LAMBDALAKE_PROJECT_DIR``)."""
+    return get_settings().project_path("schemas", "views")
 
 
 class ViewError(ValueError):
@@ -417,22 +420,24 @@ def _default_contracts() -> ContractRegistry:
     return ContractRegistry()
 
 
-def view_names(directory: Path = VIEWS_DIR) -> list[str]:
-    """The names of the defined views, without loading them (cheap enough for DAG parsing)."""
-    return sorted(path.stem for path in directory.glob("*.yaml"))
+def view_names(directory: Path | None = None) -> list[str]:
+    """The names of the defined views (default ``views_dir()``), without loading them
+    (cheap enough for DAG parsing)."""
+    return sorted(path.stem for path in (directory or views_dir()).glob("*.yaml"))
 
 
 def load_views(
-    directory: Path = VIEWS_DIR, contracts: ContractRegistry | None = None,
+    directory: Path | None = None, contracts: ContractRegistry | None = None,
     entities: EntityRegistry | None = None,
 ) -> dict[str, ViewDefinition]:
-    """Every view definition in ``directory``, validated against the event contracts and
-    the entity contracts (``entities``, default ``schemas/entities``) its joins name."""
+    """Every view definition in ``directory`` (default ``views_dir()``), validated against
+    the event contracts and the entity contracts (``entities``, default
+    ``schemas/entities``) its joins name."""
     from lambdalake.contracts.registry import ContractRegistry
 
     contracts = contracts or ContractRegistry()
     views: dict[str, ViewDefinition] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path in sorted((directory or views_dir()).glob("*.yaml")):
         try:
             view = ViewDefinition.model_validate(yaml.safe_load(path.read_text()))
         except ValueError as error:

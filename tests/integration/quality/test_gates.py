@@ -46,17 +46,18 @@ from lambdalake.quality.suites.bronze import bronze_suite
 from lambdalake.quality.suites.entity import entity_suite
 from lambdalake.quality.suites.view import view_suite
 from lambdalake.quality.verdict import GateFailed, GateResult, enforce
-from lambdalake.settings import PROJECT_ROOT, Settings
+from lambdalake.settings import Settings
 from lambdalake.streaming.classification import classify
 from lambdalake.views.catalog import current_table_path
 from lambdalake.views.definition import UNKNOWN_MEMBER, ViewDefinition, load_views
 from tests.support.batch_runs import stage_and_promote
 from tests.support.browser import fenced_page
+from tests.support.repo import REPO
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-SCREENSHOTS = PROJECT_ROOT / "test-artifacts"
+SCREENSHOTS = REPO / "test-artifacts"
 # fixed date: the tests build their Kafka rows with timestamps of their own (KAFKA_SCHEMA)
 # and gate slices they name; no age or now comparison reaches them
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -500,7 +501,7 @@ def test_a_gate_that_cannot_validate_fails(
 def load_entry_point() -> Any:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("validate", PROJECT_ROOT / "spark_jobs" /
+    spec = importlib.util.spec_from_file_location("validate", REPO / "spark_jobs" /
                                                   "validate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -617,10 +618,10 @@ def test_the_entry_point_opens_a_spark_session_only_for_a_slice_too_large_for_it
 @pytest.mark.slow
 def test_the_entry_point_runs_as_airflow_will_run_it(lake: Settings, broken_table: str) -> None:
     run = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "spark_jobs" / "validate.py"), "--layer", "batch",
+        [sys.executable, str(REPO / "spark_jobs" / "validate.py"), "--layer", "batch",
          "--views", "page_traffic", "--table-path", broken_table, *WINDOW, "--run-id", "child"],
         env={**os.environ, **lake.to_environment()}, capture_output=True, text=True,
-        timeout=600, cwd=PROJECT_ROOT,
+        timeout=600, cwd=REPO,
     )
     assert run.returncode == DATA_REJECTED_EXIT, run.stdout[-3000:] + run.stderr[-3000:]
     assert "gate batch page_traffic [2026-11-20 10:00, 2026-11-20 11:00): FAILED" in run.stdout

@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 
 from lambdalake.contracts.registry import (
-    EVENTS_DIR,
     ContractError,
     ContractRegistry,
     EntityRegistry,
     contracts_markdown,
     encode_event,
+    events_dir,
     evolution_problems,
 )
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
 PURCHASE = {
     "event_id": "e-1", "event_type": "purchase", "user_id": "u-1", "session_id": "s-1",
@@ -27,7 +27,7 @@ PURCHASE = {
 @pytest.fixture
 def contracts_copy(tmp_path: Path) -> Path:
     target = tmp_path / "events"
-    shutil.copytree(EVENTS_DIR, target)
+    shutil.copytree(events_dir(), target)
     return target
 
 
@@ -118,11 +118,11 @@ def test_the_shipped_contracts_evolve_compatibly() -> None:
 
 
 def test_the_event_docs_are_generated_from_the_contracts() -> None:
-    docs = (PROJECT_ROOT / "docs" / "events.md").read_text()
+    docs = (REPO / "docs" / "events.md").read_text()
     assert docs == contracts_markdown(ContractRegistry()) + "\n", (
         "docs/events.md is stale: run `lambdalake docs`"
     )
-    entities = (PROJECT_ROOT / "docs" / "entities.md").read_text()
+    entities = (REPO / "docs" / "entities.md").read_text()
     assert entities == contracts_markdown(EntityRegistry()) + "\n", (
         "docs/entities.md is stale: run `lambdalake docs`")
 
@@ -154,7 +154,7 @@ def test_an_entity_record_that_breaks_its_contract_says_which_field(change, prob
 
 
 def test_an_entity_contract_without_a_required_key_is_refused(tmp_path: Path) -> None:
-    document = json.loads((PROJECT_ROOT / "schemas" / "entities" / "product.v1.json").read_text())
+    document = json.loads((REPO / "schemas" / "entities" / "product.v1.json").read_text())
     document["x-key"] = "brand_new"
     (tmp_path / "product.v1.json").write_text(json.dumps(document))
     with pytest.raises(ContractError, match="x-key"):

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-DAGS = PROJECT_ROOT / "dags"
-EXAMPLES = PROJECT_ROOT / "docs" / "examples" / "dags"
+DAGS = REPO / "dags"
+EXAMPLES = REPO / "docs" / "examples" / "dags"
 HEAVY = ("pyspark", "great_expectations", "confluent_kafka", "delta", "deltalake")
 
 PROBE = f"HEAVY = {HEAVY!r}\n" + """

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-EXAMPLE = PROJECT_ROOT / "docs" / "examples" / "dags" / "page_traffic_consumer.py"
+EXAMPLE = REPO / "docs" / "examples" / "dags" / "page_traffic_consumer.py"
 
 
 @pytest.fixture(scope="module")

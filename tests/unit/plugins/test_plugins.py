@@ -7,9 +7,9 @@ import subprocess
 import sys
 from types import ModuleType
 
-from lambdalake.settings import PROJECT_ROOT
+from tests.support.repo import REPO
 
-PLUGIN = PROJECT_ROOT / "plugins" / "lambdalake_quality.py"
+PLUGIN = REPO / "plugins" / "lambdalake_quality.py"
 RESERVED = ("/api/v2", "/ui", "/execution", "/auth", "/pluginsv2")
 
 

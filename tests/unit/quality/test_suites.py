@@ -29,8 +29,9 @@ from lambdalake.quality.suites.common import (
 )
 from lambdalake.quality.suites.view import view_suite, wrong_window
 from lambdalake.quality.verdict import ExpectationOutcome, GateFailed, GateResult, enforce
-from lambdalake.settings import PROJECT_ROOT, Settings
-from lambdalake.views.definition import VIEWS_DIR, ViewDefinition, load_views
+from lambdalake.settings import Settings
+from lambdalake.views.definition import ViewDefinition, load_views, views_dir
+from tests.support.repo import REPO
 
 START = datetime(2026, 11, 20, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -137,7 +138,7 @@ def test_a_new_view_gets_a_suite_without_hand_work(tmp_path: Path) -> None:
                   "measures": [{"name": "events", "kind": "count"},
                                {"name": "cheapest", "kind": "min", "column": "amount"}]},
     }.items():
-        document = yaml.safe_load((VIEWS_DIR / "product_sales.yaml").read_text())
+        document = yaml.safe_load((views_dir() / "product_sales.yaml").read_text())
         document.update(name=name, **changes)
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(document))
     views = load_views(tmp_path)
@@ -291,7 +292,7 @@ def test_a_step_s_results_are_recorded_in_one_commit(settings: Settings) -> None
         (True, None), (False, "r-3"), (True, "r-3")]
 
 def test_the_entry_point_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("validate", PROJECT_ROOT / "spark_jobs" /
+    spec = importlib.util.spec_from_file_location("validate", REPO / "spark_jobs" /
                                                   "validate.py")
     assert spec is not None and spec.loader is not None
     validate = importlib.util.module_from_spec(spec)

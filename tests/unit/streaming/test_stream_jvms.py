@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import runpy
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,10 +13,10 @@ from pyspark.sql import SparkSession
 import lambdalake.ingest.stream
 import lambdalake.settings
 import lambdalake.speed.stream
+from tests.support.repo import REPO
 from tests.support.settings_factory import MakeSettings
 from tests.support.spark_settings import with_spark_jars
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 STREAMS = {"ingest": lambdalake.ingest.stream, "speed": lambdalake.speed.stream}
 
 
@@ -46,7 +45,7 @@ def entry_point_conf(monkeypatch: pytest.MonkeyPatch, make_settings: MakeSetting
     monkeypatch.setenv("SPARK_LOCAL_IP", settings.spark.driver_host)
     monkeypatch.setattr(STREAMS[stream], "run", lambda *args: None)
     monkeypatch.setattr(sys, "argv", [f"{stream}.py"])
-    runpy.run_path(str(PROJECT_ROOT / "spark_jobs" / f"{stream}.py"), run_name="__main__")
+    runpy.run_path(str(REPO / "spark_jobs" / f"{stream}.py"), run_name="__main__")
     assert builder.conf["spark.app.name"] == f"lambdalake-{stream}"
     return builder.conf
 

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from lambdalake.timeutil import duration_seconds
-from lambdalake.views.definition import VIEWS_DIR, ViewError, load_views
+from lambdalake.views.definition import ViewError, load_views, views_dir
 
 
 def test_the_default_views_load_and_check_against_the_contracts() -> None:
@@ -26,7 +26,7 @@ def test_durations(text: str, seconds: int) -> None:
 
 
 def write_view(directory: Path, **changes: object) -> None:
-    view = yaml.safe_load((VIEWS_DIR / "product_sales.yaml").read_text())
+    view = yaml.safe_load((views_dir() / "product_sales.yaml").read_text())
     view.update(changes)
     directory.mkdir(exist_ok=True)
     (directory / f"{view['name']}.yaml").write_text(yaml.safe_dump(view))
