@@ -1,4 +1,5 @@
-# The lambdalake image: Airflow 3 + the pinned Python stack + Java 17 + the resolved JVM jars
+# The lambdalake image: Airflow 3 + the runtime lock (requirements.txt) + Java 17 + the resolved
+# JVM jars
 # (a JDK: setup compiles the project's Delta log store for object storage) + the web assets
 # of Data Docs and the query API's /docs (npm: setup packs them from the npm registry).
 # docker-compose.yml runs every lambdalake service from it (Airflow components and the Spark
@@ -11,8 +12,9 @@ RUN apt-get update \
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 USER airflow
 WORKDIR /opt/lambdalake
-COPY --chown=airflow requirements.txt pyproject.toml ./
-RUN pip install --no-cache-dir -r requirements.txt
+# the runtime lock only (no test or lint tools), hash-checked; then the project on top of it
+COPY --chown=airflow requirements.txt ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.txt
 COPY --chown=airflow . .
 RUN pip install --no-cache-dir --no-deps -e . \
  && LAMBDALAKE_STATE_DIR=/tmp/lambdalake-build LAMBDALAKE_JARS_DIR=/opt/lambdalake-jars \

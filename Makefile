@@ -14,11 +14,12 @@ export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor
 
 .PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench bench-nexmark lock clean
 
-$(INSTALLED): requirements.txt pyproject.toml
+# the dev lock (the runtime pins plus the dev extra's), hash-checked, then the checkout itself
+$(INSTALLED): requirements-dev.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
 
@@ -48,10 +49,11 @@ demo: up              ## the platform's main job, run through Airflow
 report:               ## data-quality summary on the terminal; HTML report with GX Data Docs
 	$(LAMBDALAKE) report
 
-lint: $(INSTALLED)    ## ruff, strict mypy on include/, the import layers (pyproject.toml), the docs site
+lint: $(INSTALLED)    ## ruff, strict mypy on include/, the import layers and the declared dependencies (pyproject.toml), the docs site
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/deptry .
 	$(BIN)/mkdocs build --strict --site-dir site
 
 docs: $(INSTALLED)    ## regenerate the pages derived from code, then build the docs site into site/
@@ -87,12 +89,17 @@ bench: setup          ## benchmarks, quick profile (PROFILE=full: all of them at
 bench-nexmark: setup  ## the Nexmark benchmark alone (each layer per query beside bare Spark; PROFILE=full: 1M events)
 	$(BIN)/python -m bench.run --profile $(or $(PROFILE),quick) --only nexmark
 
-lock:                 ## pin what requirements.in adds, keeping current pins (UPGRADE=1: re-resolve all)
-	rm -rf /tmp/lambdalake-lock && $(PYTHON) -m venv /tmp/lambdalake-lock
-	/tmp/lambdalake-lock/bin/pip install --quiet --upgrade pip
-	/tmp/lambdalake-lock/bin/pip install --quiet -r requirements.in $(if $(UPGRADE),,-c requirements.txt)
-	{ echo "# Exact pins, generated from requirements.in by \`make lock\`: do not edit by hand."; \
-	  /tmp/lambdalake-lock/bin/pip freeze; } > requirements.txt
+# uv's resolver (docs/decisions.md), for $(PYTHON) on Linux; each lock keeps the pins it has
+UV_VERSION := 0.13.9
+LOCK_VENV := /tmp/lambdalake-lock
+COMPILE := $(LOCK_VENV)/bin/uv pip compile pyproject.toml --quiet --generate-hashes \
+  --python $(PYTHON) --python-platform linux --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+
+lock:                 ## pyproject.toml's dependencies into the hashed pins of requirements.txt (runtime) and requirements-dev.txt (plus the dev extra), keeping current pins (UPGRADE=1: re-resolve all)
+	@test -x $(LOCK_VENV)/bin/uv && $(LOCK_VENV)/bin/uv --version | grep -q " $(UV_VERSION) " || \
+	  { rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION); }
+	$(COMPILE) -o requirements.txt
+	$(COMPILE) --extra dev -c requirements.txt -o requirements-dev.txt
 
 clean:                ## stop, then remove all local state (Kafka logs, lake, Airflow DB); keep the venv
 	@test -x $(LAMBDALAKE) && $(LAMBDALAKE) clean || rm -rf .state
