@@ -65,6 +65,7 @@ def _default_state_dir(fields: dict[str, object]) -> Path:
         raise ProjectDirUnset("the default state dir (LAMBDALAKE_STATE_DIR unset)")
     return project_dir / ".state"
 
+
 LOOPBACK = "127.0.0.1"
 
 
