@@ -9,7 +9,7 @@ import re
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.support.locks import DEV_LOCK, RUNTIME_LOCK, Pin, declared, pins
+from tests.support.locks import DEV_LOCK, RUNTIME_LOCK, Pin, declared, pins, required_by
 from tests.support.repo import REPO
 
 
@@ -31,9 +31,23 @@ def test_every_dependency_is_pinned_in_the_dev_lock() -> None:
     assert unpinned(runtime + dev, pins(DEV_LOCK)) == []
 
 
-def test_no_dev_dependency_is_in_the_runtime_lock() -> None:
+def test_the_runtime_lock_holds_a_dev_dependency_only_where_the_runtime_needs_it() -> None:
+    """pytest, ruff, mypy, playwright, schemathesis... stay out of the runtime (and the
+    image); ``packaging`` is in it because Airflow and GX require it."""
     _, dev = declared()
-    assert [str(r) for r in dev if canonicalize_name(r.name) in pins(RUNTIME_LOCK)] == []
+    runtime, needs = pins(RUNTIME_LOCK), required_by(RUNTIME_LOCK)
+    leaked = [str(r) for r in dev if canonicalize_name(r.name) in runtime
+              and not needs[canonicalize_name(r.name)] & set(runtime)]
+    assert leaked == []
+    assert "pytest" not in runtime
+
+
+def test_the_runtime_lock_is_what_the_runtime_dependencies_need() -> None:
+    """Each runtime pin is a declared dependency or required by another runtime pin."""
+    runtime, needs = pins(RUNTIME_LOCK), required_by(RUNTIME_LOCK)
+    assert set(needs) == set(runtime)
+    assert [name for name, needers in needs.items()
+            if not needers & (set(runtime) | {"lambdalake (pyproject.toml)"})] == []
 
 
 def test_the_dev_lock_keeps_the_runtime_pins_and_hashes() -> None:

@@ -46,6 +46,22 @@ def pins(lock: Path) -> dict[str, Pin]:
     return pinned
 
 
+def required_by(lock: Path) -> dict[str, set[str]]:
+    """What needs each distribution of ``lock``, from the resolver's ``# via`` notes: the
+    locked distributions (canonical names) and ``lambdalake (pyproject.toml)``."""
+    needs: dict[str, set[str]] = {}
+    current = ""
+    for line in lock.read_text().splitlines():
+        if match := re.match(r"([A-Za-z0-9][A-Za-z0-9_.\-]*)==", line):
+            current = canonicalize_name(match[1])
+            needs[current] = set()
+        elif note := re.fullmatch(r"\s+#\s+(?:via\s+)?([^\s#].*)", line):
+            needer = note[1].strip()
+            if needer != "via":
+                needs[current].add(needer if "(" in needer else canonicalize_name(needer))
+    return needs
+
+
 def declared() -> tuple[list[Requirement], list[Requirement]]:
     """pyproject.toml's direct dependencies: the runtime ones and the dev extra's."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
