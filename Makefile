@@ -12,7 +12,7 @@ FAKETIME := /usr/bin/faketime
 DAYS ?= 30
 export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench bench-nexmark lock clean
+.PHONY: setup up down status demo report lint docs test test-unit test-clock-ahead chaos bench bench-nexmark lock try-py312 clean
 
 # the dev lock (the runtime pins plus the dev extra's), hash-checked, then the checkout itself
 $(INSTALLED): requirements-dev.txt pyproject.toml
@@ -100,6 +100,18 @@ lock:                 ## pyproject.toml's dependencies into the hashed pins of r
 	  { rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION); }
 	$(COMPILE) -o requirements.txt
 	$(COMPILE) --extra dev -c requirements.txt -o requirements-dev.txt
+
+# Python 3.12, tried: the dev lock and the project (non-editable) in a fresh venv, then the unit
+# tier from outside the checkout. Not part of `make test` or CI's run (its budget): run it by hand.
+PYTHON312 ?= python3.12
+PY312_VENV := /tmp/lambdalake-py312
+try-py312:            ## Python 3.12: a fresh venv from the dev lock, the project installed (not editable), the unit tier
+	rm -rf $(PY312_VENV) && $(PYTHON312) -m venv $(PY312_VENV)
+	$(PY312_VENV)/bin/pip install --quiet --upgrade pip
+	$(PY312_VENV)/bin/pip install --quiet --require-hashes -r requirements-dev.txt
+	$(PY312_VENV)/bin/pip install --quiet --no-deps --ignore-requires-python .
+	cd /tmp && LAMBDALAKE_PROJECT_DIR=$(CURDIR) $(PY312_VENV)/bin/python -m pytest -p no:cacheprovider \
+	  --rootdir $(CURDIR) -c $(CURDIR)/pyproject.toml $(CURDIR)/tests/unit $(PYTEST_ARGS)
 
 clean:                ## stop, then remove all local state (Kafka logs, lake, Airflow DB); keep the venv
 	@test -x $(LAMBDALAKE) && $(LAMBDALAKE) clean || rm -rf .state
