@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from lambdalake.cli.main import build_parser
-from lambdalake.contracts.registry import EVENTS_DIR, ContractRegistry
-from lambdalake.settings import PROJECT_ROOT
-from lambdalake.views.definition import VIEWS_DIR, load_views
+from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.views.definition import load_views
+from tests.support.repo import REPO
 
-TUTORIALS = PROJECT_ROOT / "docs" / "tutorials"
+TUTORIALS = REPO / "docs" / "tutorials"
+EVENTS_DIR, VIEWS_DIR = REPO / "schemas" / "events", REPO / "schemas" / "views"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
 
@@ -58,7 +59,7 @@ def test_add_a_view_defines_a_view_the_platform_loads(tmp_path: Path) -> None:
     [definition] = blocks("add-a-view.md", "yaml")
     views = views_with(tmp_path / "views", ContractRegistry(), [definition])
     view = views["device_traffic"]
-    assert set(views) == set(load_views()) | {"device_traffic"}
+    assert set(views) == set(load_views(VIEWS_DIR)) | {"device_traffic"}
     assert [m.kind for m in view.measures] == ["count", "distinct_count"]
 
 

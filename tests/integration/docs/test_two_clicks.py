@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lambdalake.settings import PROJECT_ROOT
 from tests.support.browser import fenced_page
+from tests.support.repo import REPO
 
 QUESTIONS = [
     # what the user asks (the row of the home page's table), where they land, what they read
@@ -36,7 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     loopback; its base URL."""
     built = tmp_path_factory.mktemp("site")
     subprocess.run([str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-q",
-                    "--site-dir", str(built)], cwd=PROJECT_ROOT, check=True, timeout=300,
+                    "--site-dir", str(built)], cwd=REPO, check=True, timeout=300,
                    env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # as the Makefile does
     handler = functools.partial(QuietHandler, directory=str(built))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
