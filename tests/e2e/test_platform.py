@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pandas as pd
@@ -787,6 +787,32 @@ def test_the_data_quality_page_renders_in_chromium_after_logging_in(platform: Pl
         assert f"{layer}\t{subject}" in text, f"{layer} {subject} missing from the page"
     assert remote == [], f"the page loaded assets from beyond loopback: {remote}"
     print(f"data-quality page: {len(recorded)} layer/subject rows shown; screenshot {shot}")
+
+
+def test_the_data_quality_pages_form_narrows_it_and_a_run_id_opens_its_run(
+    platform: Platform,
+) -> None:
+    """In Chromium, logged in: choosing the layer ``batch`` in the page's form shows only
+    batch subjects; a run id in its validations opens that run's page in Airflow."""
+    base = platform.settings.airflow.base_url
+    with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 900}) as (page, refused):
+        log_in(page, platform)
+        page.goto(f"{base}/lambdalake-quality/")
+        page.locator("select[name=layer]").select_option("batch")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Show").click()
+        narrowed = page.url
+        layers = {row.locator("td").first.inner_text()
+                  for row in page.locator("table").first.locator("tbody tr").all()}
+        run = page.locator("a[target=_top][href^='/dags/lambdalake_batch_views/runs/']").first
+        run_id = run.inner_text()
+        with page.expect_navigation():
+            run.click()
+        opened = page.url
+    assert "layer=batch" in narrowed and layers == {"batch"}, (narrowed, layers)
+    assert opened.startswith(f"{base}/dags/lambdalake_batch_views/runs/"), opened
+    assert quote(run_id, safe="") in opened, (run_id, opened)
+    assert refused == [], f"the page asked beyond loopback: {refused}"
 
 
 def log_in(page: Any, platform: Platform) -> None:

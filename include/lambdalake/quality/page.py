@@ -11,7 +11,9 @@ offline. Pages:
   the most recently recorded validations (one row per slice, interval and expectation,
   saying how often and when it was recorded, with sample rows as tables), and those
   validations;
-  ``?layer=`` and ``?subject=`` narrow it;
+  a form (``?layer=``, ``?subject=``) narrows it, each subject links it narrowed to that
+  subject, ``?offset=`` and ``?limit=`` page through the validations, and each run id
+  links the run's page in Airflow;
 - ``/runs/{dag_id}/{run_id}`` — the validations of one DAG run (a tab of each run);
 - ``/docs/{page}`` — the GX Data Docs page of each validation (``lambdalake.quality.docs``),
   the page of the suite it ran and the vendored files they load, behind the same login;
@@ -25,10 +27,12 @@ the page, and a run's tab only those who may read that DAG's runs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
@@ -45,6 +49,7 @@ from lambdalake.quality.report import (
     status,
     verdict,
 )
+from lambdalake.quality.verdict import LAYERS
 from lambdalake.settings import Settings, get_settings
 from lambdalake.timeutil import iso_utc
 
@@ -68,18 +73,23 @@ def interval(result: dict[str, Any]) -> str:
     return f"{result['start'][:16].replace('T', ' ')} – {result['end'][:16].replace('T', ' ')}"
 
 
-def latest_per_subject(results: list[dict[str, Any]]) -> str:
+def latest_per_subject(results: list[dict[str, Any]], narrowing: bool = False) -> str:
     """One row per (layer, subject): its newest data interval and the verdict last recorded
     for it (a restatement of an older interval, recorded later, does not take its place),
-    a trend of the recent verdicts in the order they were recorded, failures."""
+    a trend of the recent verdicts in the order they were recorded, failures; with
+    ``narrowing``, each subject links the overview narrowed to it."""
     rows = []
     for one in per_subject(results):
+        subject = escape(one.subject)
+        if narrowing:
+            narrowed = urlencode({"layer": one.layer, "subject": one.subject})
+            subject = f'<a href="?{escape(narrowed)}">{subject}</a>'
         trend = "".join(
             f'<span class="mark {status(r)}" title="{escape(interval(r))}: '
             f'{escape(verdict(r))}"></span>' for r in reversed(one.recorded[:TREND_LENGTH]))
         failed = sum(not r["success"] for r in one.recorded)
         rows.append(
-            f"<tr><td>{escape(one.layer)}</td><td>{escape(one.subject)}</td>"
+            f"<tr><td>{escape(one.layer)}</td><td>{subject}</td>"
             f"<td>{escape(interval(one.newest))}</td>"
             f'<td class="{status(one.newest)}">{escape(verdict(one.newest))}</td>'
             f"<td>{trend}</td><td>{failed} of {len(one.recorded)}</td></tr>")
@@ -130,9 +140,29 @@ def samples_html(samples: list[Any]) -> str:
                            + "</tr>" for row in rows])
 
 
-def validations(results: list[dict[str, Any]], docs_url: str = "docs") -> str:
+RUN_DAGS = {"bronze": "lambdalake_batch_views", "reference": "lambdalake_batch_views",
+            "batch": "lambdalake_batch_views", "realtime": "lambdalake_speed_supervisor",
+            "serving": "lambdalake_serving", "restatement": "lambdalake_restatement"}
+"""The DAG whose runs record each layer's validations (a result's own ``dag_id`` wins)."""
+
+
+def run_link(result: dict[str, Any], airflow_url: str | None) -> str:
+    """The run that recorded ``result``, linking its page in the Airflow UI at
+    ``airflow_url`` ("" on Airflow's own origin; None: no link)."""
+    run_id = result.get("run_id")
+    if not run_id:
+        return ""
+    dag = result.get("dag_id") or RUN_DAGS.get(result["layer"])
+    if airflow_url is None or dag is None:
+        return escape(run_id)
+    href = f"{airflow_url}/dags/{dag}/runs/{quote(run_id, safe='')}"
+    return f'<a href="{escape(href)}" target=_top>{escape(run_id)}</a>'
+
+
+def validations(results: list[dict[str, Any]], docs_url: str = "docs",
+                airflow_url: str | None = None) -> str:
     """One row per validation, most recently recorded first, linking its Data Docs page
-    under ``docs_url``."""
+    under ``docs_url`` and its run's page in Airflow (``run_link``)."""
     rows = []
     for result in recent(results, limit=len(results)):
         page = result.get("docs")
@@ -144,7 +174,7 @@ def validations(results: list[dict[str, Any]], docs_url: str = "docs") -> str:
             f"<td>{escape(interval(result))}</td><td>{result['rows']}</td>"
             f'<td class="{status(result)}">{escape(verdict(result))}</td>'
             f"<td>{result.get('seconds', '')}</td>"
-            f"<td>{escape(result.get('run_id') or '')}</td><td>{docs}</td></tr>")
+            f"<td>{run_link(result, airflow_url)}</td><td>{docs}</td></tr>")
     return _table(["recorded (UTC)", "layer", "subject", "interval", "rows", "verdict",
                    "seconds", "run", "report"], rows)
 
@@ -204,20 +234,80 @@ def _moment(moment: datetime | None) -> str:
     return "–" if moment is None else escape(iso_utc(moment))
 
 
+@dataclass(frozen=True)
+class Narrowed:
+    """The overview as asked for: one layer and/or one subject, and which page of the
+    validations (``offset``, ``limit``), most recently recorded first."""
+
+    layer: str | None = None
+    subject: str | None = None
+    offset: int = 0
+    limit: int = 50
+
+    def selects(self, result: dict[str, Any]) -> bool:
+        return ((self.layer is None or result["layer"] == self.layer)
+                and (self.subject is None or result["subject"] == self.subject))
+
+    def href(self, **changes: Any) -> str:
+        """This overview's query string, with ``changes``."""
+        wanted = vars(replace(self, **changes))
+        return "?" + urlencode({key: value for key, value in wanted.items()
+                                if value is not None and value != vars(Narrowed())[key]})
+
+
+def filters(results: list[dict[str, Any]], narrowed: Narrowed) -> str:
+    """A form that narrows the overview to a layer and a subject (those recorded)."""
+    def select(name: str, options: list[str], chosen: str | None, every: str) -> str:
+        items = "".join(f'<option value="{escape(o)}"{" selected" * (o == chosen)}>'
+                        f"{escape(o)}</option>" for o in options)
+        return f'<select name={name}><option value="">{every}</option>{items}</select>'
+
+    subjects = sorted({r["subject"] for r in results
+                       if narrowed.layer is None or r["layer"] == narrowed.layer})
+    return ("<form method=get class=filters>layer "
+            + select("layer", list(LAYERS), narrowed.layer, "every layer") + " subject "
+            + select("subject", subjects, narrowed.subject, "every subject")
+            + f'<input type=hidden name=limit value="{narrowed.limit}"> <button>Show</button> '
+            + '<a href="?">all</a></form>')
+
+
+def paging(total: int, narrowed: Narrowed) -> str:
+    """Links to the newer and the older page of validations, where there is one."""
+    links = []
+    if narrowed.offset > 0:
+        newer = max(0, narrowed.offset - narrowed.limit)
+        links.append(f'<a href="{escape(narrowed.href(offset=newer))}">← newer</a>')
+    if narrowed.offset + narrowed.limit < total:
+        older = narrowed.offset + narrowed.limit
+        links.append(f'<a href="{escape(narrowed.href(offset=older))}">older →</a>')
+    return f"<p>{' · '.join(links)}</p>" if links else ""
+
+
 def overview_page(results: list[dict[str, Any]], docs_url: str, limit: int = 50,
-                  late: str = "") -> str:
+                  late: str = "", narrowed: Narrowed | None = None,
+                  airflow_url: str | None = None) -> str:
     """The overview: per layer and subject, late rows (``late``: the ``late_rows``
-    section), the failures and the warnings of the ``limit`` most recently recorded
-    validations, and those validations."""
+    section), the failures and the warnings of a page of the most recently recorded
+    validations, and those validations. ``narrowed`` (the plugin's page; None: the file
+    ``make report`` writes, the ``limit`` newest) adds the form that narrows it, subject
+    links and paging; run ids link their runs in Airflow at ``airflow_url``."""
     late = f"<h2>Late rows waiting for restatement</h2>{late}" if late else ""
+    form = "" if narrowed is None else filters(results, narrowed)
+    if narrowed is not None:
+        results = [r for r in results if narrowed.selects(r)]
     if not results:
-        return _page("Data quality", "<p class=muted>No validation recorded yet.</p>" + late)
-    latest = recent(results, limit=limit)
+        return _page("Data quality", form + "<p class=muted>No validation recorded yet.</p>"
+                     + late)
+    offset, count = (0, limit) if narrowed is None else (narrowed.offset, narrowed.limit)
+    shown = recent(results, limit=offset + count)[offset:]
+    span = f"{offset + 1}–{offset + len(shown)}" if offset else f"{len(shown)}"
+    more = "" if narrowed is None else paging(len(results), narrowed)
     return _page("Data quality", (
-        "<h2>Per layer and subject</h2>" + latest_per_subject(results) + late
-        + expectation_outcomes(latest, "critical") + expectation_outcomes(latest, "warning")
-        + f"<h2>Most recently recorded validations ({len(latest)} of {len(results)})</h2>"
-        + validations(latest, docs_url)))
+        form + "<h2>Per layer and subject</h2>"
+        + latest_per_subject(results, narrowing=narrowed is not None) + late
+        + expectation_outcomes(shown, "critical") + expectation_outcomes(shown, "warning")
+        + f"<h2>Most recently recorded validations ({span} of {len(results)})</h2>"
+        + more + validations(shown, docs_url, airflow_url) + more))
 
 
 def write_report(settings: Settings, limit: int = 200) -> Path:
@@ -225,7 +315,8 @@ def write_report(settings: Settings, limit: int = 200) -> Path:
     path = docs_dir(settings) / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     late = late_rows_of(settings)
-    path.write_text(overview_page(read_results(settings), ".", limit, late), encoding="utf-8")
+    path.write_text(overview_page(read_results(settings), ".", limit, late,
+                                  airflow_url=settings.airflow.base_url), encoding="utf-8")
     return path
 
 
@@ -240,13 +331,12 @@ def create_quality_app(
 
     @app.get("/", response_class=HTMLResponse)
     def overview(request: Request, layer: str | None = None, subject: str | None = None,
-                 limit: int = 50) -> str:
+                 limit: int = 50, offset: int = 0) -> str:
         current = settings()
-        results = [r for r in read_results(current)
-                   if (layer is None or r["layer"] == layer)
-                   and (subject is None or r["subject"] == subject)]
-        late = late_rows_of(current)
-        return overview_page(results, _docs_url(request), max(1, min(limit, 1000)), late)
+        narrowed = Narrowed(layer or None, subject or None, max(0, offset),
+                            max(1, min(limit, 1000)))  # the form sends "" for "every"
+        return overview_page(read_results(current), _docs_url(request),
+                             late=late_rows_of(current), narrowed=narrowed, airflow_url="")
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
              dependencies=[Depends(run_access)] if run_access else [])
@@ -257,7 +347,7 @@ def create_quality_app(
             return _page(title, "<p class=muted>This run recorded no validation.</p>")
         return _page(title, expectation_outcomes(results, "critical")
                      + expectation_outcomes(results, "warning") + "<h2>Validations</h2>"
-                     + validations(results, _docs_url(request)))
+                     + validations(results, _docs_url(request), airflow_url=""))
 
     @app.get("/docs/index.html")
     def docs_index(request: Request) -> RedirectResponse:

@@ -91,6 +91,55 @@ def test_filters_narrow_the_overview(client: TestClient) -> None:
     assert "product_sales" in client.get("/", params={"subject": "product_sales"}).text
 
 
+def test_the_form_offers_every_layer_and_the_recorded_subjects_and_empty_means_every(
+    client: TestClient,
+) -> None:
+    page = client.get("/", params={"layer": "batch", "subject": ""}).text
+    form = page[page.index("<form"):page.index("</form>")]
+    assert re.findall(r'<option value="([a-z_]+)"', form) == [
+        "bronze", "reference", "batch", "realtime", "serving", "restatement", "product_sales"]
+    assert '<option value="batch" selected>' in form
+    assert "2 of 2" in page  # subject "" is every subject, not none
+
+
+def test_a_subject_links_the_overview_narrowed_to_it_and_a_run_its_airflow_page(
+    client: TestClient,
+) -> None:
+    page = client.get("/").text
+    assert '<a href="?layer=batch&amp;subject=product_sales">product_sales</a>' in page
+    for run in ("manual__10", "manual__11"):
+        assert (f'<a href="/dags/lambdalake_batch_views/runs/{run}" target=_top>{run}</a>'
+                in page)
+
+
+def test_the_validations_page_through_newest_first(settings: Settings) -> None:
+    for minute in range(5):
+        start = HOUR.replace(minute=minute)
+        record(GateResult("bronze", f"s{minute}", start, start.replace(minute=minute + 1),
+                          True, [], [], 3, 10), settings, run_id=f"r{minute}")
+    client = TestClient(create_quality_app(lambda: "admin", settings=lambda: settings))
+    first = client.get("/", params={"limit": 2}).text
+    assert "validations (2 of 5)" in first and "← newer" not in first
+    assert [run for run in ("r4", "r3", "r2") if f">{run}</a>" in first] == ["r4", "r3"]
+    older = re.search(r'<a href="([^"]+)">older →</a>', first)
+    assert older is not None and older.group(1) == "?offset=2&amp;limit=2"
+    second = client.get("/" + older.group(1).replace("&amp;", "&")).text
+    assert "validations (3–4 of 5)" in second and "← newer" in second and "older →" in second
+    assert [run for run in ("r3", "r2", "r1", "r0") if f">{run}</a>" in second] == ["r2", "r1"]
+    last = client.get("/", params={"limit": 2, "offset": 4}).text
+    assert "validations (5–5 of 5)" in last and "older →" not in last
+
+
+def test_each_layers_runs_link_a_dag_the_platform_has() -> None:
+    from lambdalake.quality.page import RUN_DAGS
+    from lambdalake.quality.verdict import LAYERS
+    from tests.support.repo import REPO
+
+    dags = {match for path in (REPO / "dags").glob("*.py")
+            for match in re.findall(r'dag_id="([a-z_]+)"', path.read_text())}
+    assert set(RUN_DAGS) == set(LAYERS) and set(RUN_DAGS.values()) <= dags
+
+
 def test_every_route_needs_the_authentication_it_was_given(client: TestClient) -> None:
     for path in ("/", "/runs/d/r"):
         assert client.get(path, headers={"Authorization": ""}).status_code == 401
@@ -104,8 +153,8 @@ def test_the_newest_interval_is_the_newest_in_event_time_not_the_last_recorded(
                           True, [], [], 17, 40)
     record(restated, settings, run_id="restate__08")  # recorded after 10:00 and 11:00
     page = client.get("/").text
-    row = page[page.index("<td>product_sales</td>"):].split("</tr>")[0]
-    newest, its_verdict = re.findall(r"<td[^>]*>([^<]*)</td>", row)[1:3]
+    row = page[page.index(">product_sales</a></td>"):].split("</tr>")[0]  # per subject
+    newest, its_verdict = re.findall(r"<td[^>]*>([^<]*)</td>", row)[0:2]
     assert (newest, its_verdict) == ("2026-11-20 11:00 – 2026-11-20 12:00",
                                      "FAILED: amount_not_negative")
 
