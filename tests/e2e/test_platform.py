@@ -811,7 +811,7 @@ def test_the_data_quality_pages_form_narrows_it_and_a_run_id_opens_its_run(
         opened = page.url
     assert "layer=batch" in narrowed and layers == {"batch"}, (narrowed, layers)
     assert opened.startswith(f"{base}/dags/lambdalake_batch_views/runs/"), opened
-    assert unquote(opened).endswith(f"/runs/{run_id}"), (run_id, opened)
+    assert f"/runs/{run_id}" in unquote(opened), (run_id, opened)
     assert refused == [], f"the page asked beyond loopback: {refused}"
 
 
