@@ -295,14 +295,15 @@ def publish(settings: Settings, plan: BatchPlan, written: list[dict[str, Any]]
     from lambdalake.views.catalog import physical_table
 
     slices = [SliceWritten.from_xcom(w) for w in written]
-    before = high_water_marks(settings)
     if plan.full_reprocess:
-        for built in slices:
+        for built in slices:  # forked steps: delta-rs' runtime must not exist here before them
             run_gate(["switch", "--views", built.view, "--version", str(built.view_version),
                       "--run-id", plan.run_id], job="batch_views")
         versions = {built.view: built.view_version for built in slices}
+        before = high_water_marks(settings)  # the switch leaves the publication log as it is
     else:
         assert plan.start is not None and plan.end is not None
+        before = high_water_marks(settings)
         views = [w.view for w in slices]
         versions = promote_run(settings, plan.run_id, plan.start, plan.end,
                                {w.view: w.bronze_version for w in slices})
