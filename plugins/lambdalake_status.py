@@ -24,11 +24,10 @@ def recent_dag_runs() -> list[dict[str, Any]]:
     """The newest runs of every DAG, newest first, from Airflow's metadata database."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from sqlalchemy import select
 
-    with create_session() as session:
-        runs = session.scalars(select(DagRun).where(DagRun.start_date.is_not(None))
-                               .order_by(DagRun.start_date.desc()).limit(RECENT_RUNS))
+    with create_session() as session:  # Airflow's ORM session: no SQLAlchemy of our own
+        runs = (session.query(DagRun).filter(DagRun.start_date.is_not(None))
+                .order_by(DagRun.start_date.desc()).limit(RECENT_RUNS).all())
         return [{"dag_id": run.dag_id, "run_id": run.run_id, "start": run.start_date,
                  "end": run.end_date, "state": str(run.state)} for run in runs]
 
