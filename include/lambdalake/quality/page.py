@@ -49,7 +49,6 @@ from lambdalake.quality.report import (
     status,
     verdict,
 )
-from lambdalake.quality.verdict import LAYERS
 from lambdalake.settings import Settings, get_settings
 from lambdalake.timeutil import iso_utc
 
@@ -257,6 +256,8 @@ class Narrowed:
 
 def filters(results: list[dict[str, Any]], narrowed: Narrowed) -> str:
     """A form that narrows the overview to a layer and a subject (those recorded)."""
+    from lambdalake.quality.verdict import LAYERS  # here: the verdict model imports delta-rs
+
     def select(name: str, options: list[str], chosen: str | None, every: str) -> str:
         items = "".join(f'<option value="{escape(o)}"{" selected" * (o == chosen)}>'
                         f"{escape(o)}</option>" for o in options)

@@ -1,11 +1,15 @@
-"""The Airflow plugin: loads cheaply, mounts the quality page behind Airflow's login."""
+"""The Airflow plugins: they load cheaply, and the quality page is mounted behind Airflow's
+login."""
 
 from __future__ import annotations
 
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from tests.support.repo import REPO
 
@@ -39,9 +43,11 @@ def test_every_route_depends_on_airflows_login() -> None:
     assert any(dependency.dependency is get_user for dependency in app.router.dependencies)
 
 
-def test_loading_it_imports_nothing_heavy() -> None:
+@pytest.mark.parametrize("plugin", [PLUGIN, REPO / "plugins" / "lambdalake_status.py"],
+                         ids=lambda path: path.stem)
+def test_loading_it_imports_nothing_heavy(plugin: Path) -> None:
     code = (f"import importlib.util, sys; spec = importlib.util.spec_from_file_location('p', "
-            f"{str(PLUGIN)!r}); module = importlib.util.module_from_spec(spec); "
+            f"{str(plugin)!r}); module = importlib.util.module_from_spec(spec); "
             "spec.loader.exec_module(module); "
             "print(sorted(m for m in ('pyspark', 'great_expectations', 'deltalake', "
             "'confluent_kafka', 'duckdb') if m in sys.modules))")
