@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from lambdalake.operations.charts import Series
 from lambdalake.quality.report import per_subject, verdict
+from lambdalake.timeutil import as_utc, parse_utc
 
 VERDICT_LAYERS = ("batch", "realtime", "serving")
 """The layers whose gates judge one view (subject = the view's name)."""
@@ -147,10 +148,10 @@ def verdict_text(result: dict[str, Any] | None) -> str:
 
 
 def _moment(value: str | datetime) -> datetime:
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(
-        value.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if isinstance(value, datetime):
+        return as_utc(value, naive_is_utc=True)
+    return parse_utc(value, naive_is_utc=True)
 
 
 def _hour(value: datetime) -> datetime:
-    return _moment(value).astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return _moment(value).replace(minute=0, second=0, microsecond=0)
