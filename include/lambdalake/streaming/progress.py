@@ -125,15 +125,22 @@ class QuerySnapshot:
 
 
 CAUSE_LINE = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b.*$", re.M)
+PYTHON_RAISED = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*(\S.*)$", re.M)
+"""A Python traceback and the line after its frames: the exception raised, whatever its
+class is called (``PlanOutdated: ...`` too)."""
 
 
 def root_cause(failure: str) -> str:
-    """The innermost cause named in a query failure (a JVM "Caused by:" chain, or the last
-    exception line of a Python traceback from ``foreachBatch``), else its first line: what
-    an operator needs to read first, such as "No space left on device"."""
-    causes = [line.removeprefix("Caused by: ").strip() for line in CAUSE_LINE.findall(failure)]
+    """The innermost cause named in a query failure (a JVM "Caused by:" chain, or the
+    exception line of a Python traceback from ``foreachBatch``, whichever comes last), else
+    its first line: what an operator needs to read first, such as "No space left on
+    device"."""
+    causes = sorted([(m.start(), m.group(0)) for m in CAUSE_LINE.finditer(failure)]
+                    + [(m.start(1), m.group(1)) for m in PYTHON_RAISED.finditer(failure)])
+    if causes:
+        return causes[-1][1].removeprefix("Caused by: ").strip()[:500]
     lines = [line.strip() for line in failure.splitlines() if line.strip()]
-    return (causes or lines or ["unknown failure"])[-1 if causes else 0][:500]
+    return (lines or ["unknown failure"])[0][:500]
 
 
 def kafka_position(progress: dict[str, Any]

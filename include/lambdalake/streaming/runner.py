@@ -110,7 +110,8 @@ def run_until_stopped(
 
     last_status = 0.0
     try:
-        while any(query.isActive for query in queries):
+        running = True
+        while running:
             time.sleep(min(interval, 0.5))
             if time.monotonic() - last_status >= interval:
                 report()
@@ -118,16 +119,7 @@ def run_until_stopped(
             if stop:
                 _stop_queries(app, queries, force=len(stop) > 1
                               or time.monotonic() - stop[0] > GRACEFUL_STOP_SECONDS)
-            for at, query in enumerate(queries):
-                start = (restart or {}).get(query.name)
-                if start is None or stop or query.isActive:
-                    continue
-                reason = outdated(str(query.exception()))
-                if reason is not None:
-                    log.info("%s: %s starts again, planned anew: %s", app, query.name, reason)
-                    queries[at] = start()
-            if any(not q.isActive and q.exception() is not None for q in queries):
-                break
+            running = restart_outdated(app, queries, {} if stop else restart or {})
     finally:
         for query in queries:
             if query.isActive:
@@ -136,6 +128,32 @@ def run_until_stopped(
     for query in queries:
         if query.exception() is not None:
             raise RuntimeError(f"{app}: query {query.name} failed: {query.exception()}")
+
+
+def restart_outdated(app: str, queries: list[StreamingQuery],
+                      restart: Mapping[str, Callable[[], StreamingQuery]]) -> bool:
+    """Start again each query of ``queries`` (in place) that failed with ``PlanOutdated``
+    and has a starter in ``restart``; False once a query failed otherwise, or none runs.
+
+    Each query is asked once whether it runs and once why it stopped: a query that fails
+    after it was seen running is judged in the next round, never counted as failed
+    before it was given its restart."""
+    running, failed = False, False
+    for at, query in enumerate(queries):
+        if query.isActive:
+            running = True
+            continue
+        error = query.exception()
+        if error is None:
+            continue  # stopped, not failed
+        reason, start = outdated(str(error)), restart.get(query.name)
+        if reason is None or start is None:
+            failed = True
+            continue
+        log.info("%s: %s starts again, planned anew: %s", app, query.name, reason)
+        queries[at] = start()
+        running = True
+    return running and not failed
 
 
 def outdated(error: str) -> str | None:

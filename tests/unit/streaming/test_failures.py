@@ -3,8 +3,10 @@ errors the lag probe waits out (a cluster settling) instead of failing on."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from lambdalake.streaming.progress import failures, root_cause
-from lambdalake.streaming.runner import outdated
+from lambdalake.streaming.runner import outdated, restart_outdated
 from lambdalake.streaming.service import is_transient
 
 JVM_FAILURE = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
@@ -68,3 +70,48 @@ def test_a_micro_batch_that_found_its_plan_outdated_is_told_from_other_failures(
                                       "[1] -> [1, 2], registry answered: True -> True)")
     assert outdated(PYTHON_FAILURE) is None
     assert outdated(JVM_FAILURE) is None
+    assert root_cause(planned_anew) == (
+        "lambdalake.streaming.runner.PlanOutdated: the events topic's registered schemas "
+        "changed (ids [1] -> [1, 2], registry answered: True -> True)")
+
+
+class Query:
+    """What the runner asks of a streaming query: whether it runs, and why it stopped. This
+    one runs until it has been asked ``runs_for`` times, then has stopped with ``error``."""
+
+    def __init__(self, name: str, error: str | None, runs_for: int = 0) -> None:
+        self.name, self.error, self.asked = name, error, 0
+        self.runs_for = runs_for
+
+    @property
+    def isActive(self) -> bool:  # PySpark's name
+        self.asked += 1
+        return self.asked <= self.runs_for
+
+    def exception(self) -> str | None:
+        return None if self.asked <= self.runs_for else self.error
+
+
+def test_a_query_whose_plan_outdated_just_after_it_was_seen_running_is_started_again() -> None:
+    """The round that saw the query run does not count its failure a moment later; the next
+    round starts it again. (The runner once asked twice per round, and a failure between
+    the two questions stopped ingest for good.)"""
+    outdated_plan = "Traceback (most recent call last):\n  x\nPlanOutdated: ids [1] -> [1, 2]\n"
+    failing, again = Query("ingest", outdated_plan, runs_for=1), Query("ingest", None, 10)
+    reference = Query("reference", None, runs_for=10)
+    queries: list[Any] = [failing, reference]
+    restart = {"ingest": lambda: again}
+    assert restart_outdated("ingest", queries, restart) is True
+    assert queries == [failing, reference]
+    assert restart_outdated("ingest", queries, restart) is True
+    assert queries == [again, reference]
+
+
+def test_any_other_failure_or_no_query_left_running_ends_the_run() -> None:
+    other = Query("ingest", PYTHON_FAILURE)
+    assert restart_outdated("ingest", [other, Query("reference", None, 10)],
+                            {"ingest": lambda: Query("ingest", None, 10)}) is False
+    planned_anew = Query("speed", "x\nPlanOutdated: ids\n")
+    assert restart_outdated("speed", [planned_anew], {}) is False  # no starter: a failure
+    assert restart_outdated("ingest", [Query("ingest", None), Query("reference", None)],
+                            {}) is False  # both stopped cleanly
