@@ -493,7 +493,7 @@ class QualitySettings(BaseModel):
         "arrived in an interval were quarantined")
     orphan_max_rate: float = Field(
         0.2, ge=0, le=1, description="orphan rate: warn when more of an enriched view's "
-        "events in an interval joined to the unknown member (no version of their key)")
+        "events in one window joined to the unknown member (no version of their key)")
     local_gate_max_rows: int = Field(
         200_000, ge=0, description="bronze, quarantine and view slices of up to this many "
         "rows are validated in the task's process (delta-rs, DuckDB, GX's pandas engine); "

@@ -47,6 +47,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -434,8 +435,21 @@ def _outcome(result: ExpectationValidationResult, check: str, error: str | None
         check=check, expectation=config.type if config else "(unknown)",
         column=meta.get("column") or _column(kwargs),
         severity=getattr(severity, "value", str(severity)),
-        rule=str(meta.get("rule", "")), error=error,
+        rule=str(meta.get("rule", "")), bounds=bounds(kwargs), error=error,
     )
+
+
+def bounds(kwargs: dict[str, Any]) -> str:
+    """``at most 0.2``, ``at least 1``, ``between 0 and 5``: an expectation's bounds as GX
+    evaluated them (its parameters resolved), "" for one without."""
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if isinstance(low, dict) or isinstance(high, dict):  # an unresolved parameter
+        return ""
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    if high is not None:
+        return f"at most {high}"
+    return "" if low is None else f"at least {low}"
 
 
 def _outcome_of(expectation: Any, error: str) -> ExpectationOutcome:
@@ -461,13 +475,9 @@ def _with_details(outcome: ExpectationOutcome, details: dict[str, Any], sample_s
         elif "mismatched" in detail:
             samples = list((detail["mismatched"] or {}).get("missing") or [])
     count = values.get("unexpected_count")
-    return ExpectationOutcome(
-        check=outcome.check, expectation=outcome.expectation, column=outcome.column,
-        severity=outcome.severity, rule=outcome.rule,
-        observed=json_ready(values.get("observed_value")),
-        unexpected_count=None if count is None else int(count),
-        samples=json_ready(samples[:sample_size]), error=outcome.error,
-    )
+    return replace(outcome, observed=json_ready(values.get("observed_value")),
+                   unexpected_count=None if count is None else int(count),
+                   samples=json_ready(samples[:sample_size]))
 
 
 def _column(kwargs: Mapping[str, Any]) -> str | None:

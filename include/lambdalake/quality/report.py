@@ -105,6 +105,12 @@ def explanation(explained_by: Mapping[str, int]) -> str:
     return f"explained by {reach}"
 
 
+def observed(value: Any, bounds: str = "") -> str:
+    """``observed 1.0 (at most 0.2)``: an observed value, with the bounds it broke when known,
+    so a threshold shows as its value, not as a setting's name."""
+    return f"observed {cell(value)}" + (f" ({bounds})" if bounds else "")
+
+
 def found(outcome: dict[str, Any]) -> str:
     """What an outcome found: its error, how many rows were unexpected or the observed
     value, and how far an explanation reaches (``explained_by``; older records lack it)."""
@@ -112,7 +118,7 @@ def found(outcome: dict[str, Any]) -> str:
         return str(outcome["error"])
     seen = (f"{outcome['unexpected_count']} unexpected"
             if outcome.get("unexpected_count") is not None
-            else f"observed {cell(outcome.get('observed'))}")
+            else observed(outcome.get("observed"), outcome.get("bounds") or ""))
     explained = outcome.get("explained_by")
     return f"{seen}, {explanation(explained)}" if explained else seen
 

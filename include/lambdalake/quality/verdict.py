@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lambdalake.lake.bronze import BRONZE_TABLE
-from lambdalake.quality.report import explanation
+from lambdalake.quality.report import explanation, observed
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -37,6 +37,8 @@ class ExpectationOutcome:
     explained_by: dict[str, int] = field(default_factory=dict)
     """An explained drift's reach: per joined entity, how many of its changed keys explain
     the differing rows (``serving.maintenance``); empty for every other outcome."""
+    bounds: str = ""
+    """What the observed value had to be, with the values GX used (``at most 0.2``)."""
 
     def describe(self) -> str:
         if self.error is not None:
@@ -45,7 +47,7 @@ class ExpectationOutcome:
         if self.unexpected_count is not None:
             parts.append(f"{self.unexpected_count} unexpected")
         elif self.observed is not None:
-            parts.append(f"observed {self.observed}")
+            parts.append(observed(self.observed, self.bounds))
         if self.explained_by:
             parts.append(explanation(self.explained_by))
         if self.samples:
@@ -113,6 +115,7 @@ class GateResult:
         def outcome(o: ExpectationOutcome) -> dict[str, Any]:
             return {"check": o.check, "expectation": o.expectation, "column": o.column,
                     "severity": o.severity, "rule": o.rule, "observed": json_ready(o.observed),
+                    "bounds": o.bounds,
                     "unexpected_count": o.unexpected_count, "samples": json_ready(o.samples),
                     "error": o.error, **({"explained_by": o.explained_by} if o.explained_by
                                          else {})}

@@ -329,8 +329,10 @@ def test_enriched_view_rows_hold_their_entity_s_members_and_few_orphans(
     currencies = sorted(r.currency for r in orphans.select("currency").distinct().collect())
     some = orphans.withColumn("category", F.when(F.col("currency") != currencies[0],
                                                  F.lit("books")).otherwise(F.col("category")))
-    share = (some.where(F.col("category") == UNKNOWN_MEMBER).agg(F.sum("orders")).first()[0]
-             / some.agg(F.sum("orders")).first()[0])
+    orphaned = F.when(F.col("category") == UNKNOWN_MEMBER, F.col("orders")).otherwise(0)
+    shares = [row.share for row in some.groupBy("window_start").agg(
+        (F.sum(orphaned) / F.sum("orders")).alias("share")).collect()]
+    share = max(shares)  # judged per window: the worst window's share
     assert 0 < share < 1
     below = validate_view_frame(on(engine, some), view, START, END, orphan_max_share=share)
     assert below.success and below.warnings == [], below.report()

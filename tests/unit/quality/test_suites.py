@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,18 @@ from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.quality.docs import record_with_pages
 from lambdalake.quality.gate import interpret, raised_exception
 from lambdalake.quality.history import read_results, record, results_path
+from lambdalake.quality.report import found
 from lambdalake.quality.suites.bronze import bronze_suite
 from lambdalake.quality.suites.common import (
     DUCKDB_MACROS,
     INTERVAL_END,
     INTERVAL_START,
+    ORPHAN_MAX_SHARE,
     WARNING,
     check_name,
     derived_columns,
     expect_on,
+    interval_parameters,
     is_derived,
     new_suite,
 )
@@ -333,3 +337,33 @@ def test_a_hopping_window_is_one_grain_long_and_starts_on_a_slide() -> None:
                     for s, e in windows)
         + ") AS t(window_start, window_end)").fetchall()
     assert [row[0] is None for row in rows] == [True, True, False, False]
+
+
+def test_the_orphan_rate_is_judged_per_window_and_its_warning_shows_the_bound() -> None:
+    """A window whose every order joined to ``unknown`` warns beside a window without
+    orphans, though the two together are under the bound: the verdict cannot depend on how
+    many windows a run covers. The warning says the worst window's share and the bound's
+    value, not a setting's name."""
+    import pyarrow as pa
+
+    from lambdalake.quality.gate import run_suite_locally
+
+    view = load_views()["product_sales_by_category"]
+    ten, eleven, noon = (datetime(2026, 11, 20, hour, tzinfo=UTC) for hour in (10, 11, 12))
+    windows = {"window_start": [ten, eleven, eleven], "window_end": [eleven, noon, noon]}
+    rows = pa.table({**windows, "category": ["unknown", "books", "toys"],
+                     "currency": ["EUR", "EUR", "EUR"], "orders": [1, 30, 9],
+                     "units": [1, 30, 9],
+                     "revenue": pa.array([Decimal("1.00")] * 3, pa.decimal128(18, 2)),
+                     "run_id": ["manual__1"] * 3, "bronze_version": [7] * 3,
+                     "computed_at": [noon] * 3})
+    result = run_suite_locally(rows, view_suite(view), layer="batch", subject=view.name,
+                               start=ten, end=noon, parameters={
+                                   **interval_parameters(ten, noon), ORPHAN_MAX_SHARE: 0.2})
+    assert 1 / 41 < 0.2  # the run's share: under the bound
+    assert result.success and [w.check for w in result.warnings] == ["orphan_rate"], \
+        result.report()
+    warning = result.warnings[0]
+    assert (warning.observed, warning.bounds) == (1.0, "at most 0.2")
+    assert "observed 1.0 (at most 0.2)" in warning.describe()
+    assert found(result.to_json()["warnings"][0]) == "observed 1.0 (at most 0.2)"

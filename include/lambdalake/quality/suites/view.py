@@ -7,8 +7,8 @@
     that minimum, minima, maxima and percentiles stay within the contract's bounds); enum dimensions
     hold their contract's values. A dimension a join gives is never null and holds its entity
     contract's values or ``unknown``. A view with joins also has the *orphan rate* as a warning: at
-    most ``quality.orphan_max_rate`` of the slice's events (its count measure) joined to ``unknown``
-    (parameter ``orphan_max_share``).
+    most ``quality.orphan_max_rate`` of each window's events (its count measure) joined to
+    ``unknown`` (parameter ``orphan_max_share``).
 """
 
 from __future__ import annotations
@@ -123,16 +123,18 @@ def dimension_checks(contracts: ContractRegistry, view: ViewDefinition) -> list[
 
 
 def orphan_share(view: ViewDefinition) -> str | None:
-    """SQL: the share of the slice's events (the view's first count of every event it
-    reads) joined to the unknown member, on every row; None for a view without joins or
-    without such a count."""
+    """SQL: on every row, the share of its window's events (the view's first count of every
+    event it reads) joined to the unknown member; None for a view without joins or without
+    such a count. Judged per window, so a run's length does not change the verdict: a window
+    of orphans warns whether its run covers an hour or three days."""
     count = next((m.name for m in view.measures if m.kind == "count" and not m.event_types),
                  None)
     if not view.joins or count is None:
         return None
     unknown = " OR ".join(f"`{a}` = '{UNKNOWN_MEMBER}'" for a in view.joined_columns)
-    return (f"coalesce(sum(CASE WHEN {unknown} THEN `{count}` ELSE 0 END) OVER () "
-            f"/ nullif(sum(`{count}`) OVER (), 0), 0)")
+    per_window = "OVER (PARTITION BY window_start)"
+    return (f"coalesce(sum(CASE WHEN {unknown} THEN `{count}` ELSE 0 END) {per_window} "
+            f"/ nullif(sum(`{count}`) {per_window}, 0), 0)")
 
 
 def unique_check(key: list[str], rule: str) -> Expectation:
@@ -200,7 +202,7 @@ def view_suite(
         derived["_orphan_share"] = orphans
         expectations.append(expect_on(
             gx.expectations.ExpectColumnMaxToBeBetween, "orphan_rate",
-            f"at most quality.orphan_max_rate of the slice's events joined to "
+            f"at most quality.orphan_max_rate of each window's events joined to "
             f"{UNKNOWN_MEMBER!r} (their key had no version at their time; recorded only)",
             WARNING, about=",".join(view.joined_columns), column="_orphan_share",
             max_value={"$PARAMETER": ORPHAN_MAX_SHARE}))
