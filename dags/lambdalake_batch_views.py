@@ -11,10 +11,11 @@ it published, on the view's asset ``lambdalake://views/<view>`` (through the ali
 and whether it was a restatement or a full reprocess): the serving DAG runs on any of
 them, a DAG of yours on the one view it needs. DAG ``lambdalake_restatement`` triggers runs of
 published intervals that late rows reached since (``restate__…`` run ids, their late rows
-in the conf, a note naming the cause). A run computes its data interval: the trigger
-form's default (logical date "now") gives the last whole interval before it; *Data
-Interval: Specify Manually*, or ``lambdalake recompute``, any interval aligned to the views'
-slide. Backfill with Airflow's own command (the *Backfill* dialog's *All Runs*)::
+in the conf, a note naming the cause). A run computes the data interval its page shows:
+the trigger form's default (logical date "now") gives the last whole batch interval before
+it (the timetable, ``BatchIntervals``, counts them from the first day); *Data Interval:
+Specify Manually*, or ``lambdalake recompute``, any interval aligned to the views' slide.
+Backfill with Airflow's own command (the *Backfill* dialog's *All Runs*)::
 
     lambdalake airflow backfill create --dag-id lambdalake_batch_views \\
         --from-date 2026-11-18 --to-date 2026-11-20 --reprocess-behavior completed
@@ -26,9 +27,10 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from airflow.sdk import AssetAlias, DeltaDataIntervalTimetable, Param, PokeReturnValue, dag, task
+from airflow.sdk import AssetAlias, Param, PokeReturnValue, dag, task
 from airflow.sdk.types import DagRunProtocol
 
+from lambdalake.orchestration.schedule import BatchIntervals
 from lambdalake.settings import get_settings
 from lambdalake.views import PUBLISHED_ALIAS
 from lambdalake.views.definition import view_names
@@ -36,14 +38,15 @@ from lambdalake.views.definition import view_names
 settings = get_settings()
 batch = settings.batch
 PUBLISHED_VIEWS = AssetAlias(PUBLISHED_ALIAS)
+FIRST_MIDNIGHT = datetime.combine(batch.first_day, datetime.min.time(), tzinfo=UTC)
 spark_task = partial(task, pool=settings.airflow.spark_pool,
                      execution_timeout=timedelta(minutes=batch.task_timeout_minutes))
 
 
 @dag(
     dag_id="lambdalake_batch_views",
-    schedule=DeltaDataIntervalTimetable(timedelta(seconds=batch.interval_seconds)),
-    start_date=datetime.combine(batch.first_day, datetime.min.time(), tzinfo=UTC),
+    schedule=BatchIntervals(timedelta(seconds=batch.interval_seconds), FIRST_MIDNIGHT),
+    start_date=FIRST_MIDNIGHT,
     catchup=batch.catchup,
     max_active_runs=batch.max_active_runs,
     tags=["lambdalake", "batch"],
@@ -65,15 +68,14 @@ spark_task = partial(task, pool=settings.airflow.spark_pool,
 def lambdalake_batch_views() -> None:
     @task
     def plan(params: dict[str, Any], data_interval_start: datetime | None = None,
-             data_interval_end: datetime | None = None, logical_date: datetime | None = None,
-             dag_run: DagRunProtocol | None = None, run_id: str | None = None
-             ) -> dict[str, Any]:
+             data_interval_end: datetime | None = None, dag_run: DagRunProtocol | None = None,
+             run_id: str | None = None) -> dict[str, Any]:
         """Check the trigger form and fix the interval, views and mode of this run."""
         from lambdalake.batch.steps import plan_batch_run
 
         assert run_id is not None and dag_run is not None
-        return plan_batch_run(params, data_interval_start, data_interval_end, run_id, batch,
-                              logical_date=logical_date, conf=dag_run.conf).to_xcom()
+        return plan_batch_run(params, data_interval_start, data_interval_end, run_id,
+                              conf=dag_run.conf).to_xcom()
 
     @task.sensor(poke_interval=batch.completeness_poke_seconds, mode="reschedule",
                  timeout=timedelta(hours=batch.completeness_timeout_hours))

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from lambdalake.orchestration.spark_jobs import DATA_REJECTED_EXIT, SparkJobFailed, run_spark_job
-from lambdalake.settings import BatchSettings, Settings, get_settings
+from lambdalake.settings import Settings
 from lambdalake.timeutil import iso_utc, parse_utc
 
 log = logging.getLogger(__name__)
@@ -55,18 +55,15 @@ class BatchPlan:
 
 def plan_batch_run(
     params: dict[str, Any], data_interval_start: datetime | None,
-    data_interval_end: datetime | None, run_id: str, batch: BatchSettings | None = None, *,
-    logical_date: datetime | None = None, conf: dict[str, Any] | None = None,
+    data_interval_end: datetime | None, run_id: str, conf: dict[str, Any] | None = None,
 ) -> BatchPlan:
     """The run's plan from its trigger-form params, its conf and its data interval.
 
-    The run computes its data interval. The one Airflow infers for a run triggered by hand
-    ends at its logical date (the form's default is "now"; see ``inferred_for_a_manual_run``):
-    the run covers the last whole interval of the schedule (``batch``; default: the
-    settings') that ended by then. Any other data interval (a scheduled run's, a backfill's,
-    one set in the form or through the REST API) is computed as it is, and must be aligned
-    to the views' slide. Raises ``ValueError`` with a message for the UI when the params or
-    the conf do not make sense.
+    The run computes its data interval, which must be aligned to the views' slide: a
+    scheduled run's, a backfill's, one set in the form or through the REST API, or the one
+    the DAG's timetable infers for a run triggered by hand (the last whole interval before
+    the form's default logical date, "now": ``lambdalake.orchestration.schedule``). Raises
+    ``ValueError`` with a message for the UI when the params or the conf do not make sense.
     """
     from lambdalake.batch.recompute import check_interval
     from lambdalake.views.definition import load_views
@@ -88,40 +85,9 @@ def plan_batch_run(
         raise ValueError("this run has no data interval: trigger it with a logical date or a "
                          "data interval")
     start, end = data_interval_start, data_interval_end
-    schedule = batch or get_settings().batch
-    if inferred_for_a_manual_run(start, end, logical_date, schedule.interval_seconds):
-        start, end = last_whole_interval(
-            start.astimezone(UTC), end.astimezone(UTC), schedule.interval_seconds,
-            datetime.combine(schedule.first_day, time(), UTC))
     for name in names:
         check_interval(views[name], start, end)
     return BatchPlan(start, end, names, False, run_id, _restating(conf, names))
-
-
-def inferred_for_a_manual_run(start: datetime, end: datetime, logical_date: datetime | None,
-                              seconds: int) -> bool:
-    """Whether [start, end) is the data interval Airflow infers for a run triggered with a
-    logical date and no data interval: one schedule interval ending at the logical date. A
-    scheduled run's (and a backfill's) logical date is its interval's start; the REST
-    client's (``AirflowClient.trigger``) is the trigger moment, after its interval."""
-    return logical_date is not None and end == logical_date \
-        and end - start == timedelta(seconds=seconds)
-
-
-def last_whole_interval(start: datetime, end: datetime, seconds: int,
-                        anchor: datetime) -> tuple[datetime, datetime]:
-    """[start, end) as it is when it is one of the schedule's intervals (``seconds`` long,
-    counted from ``anchor``, its first day's midnight: a scheduled run's or a backfill's);
-    else the last of them that ended by ``end``."""
-    def micros(moment: datetime) -> int:  # whole numbers: Airflow passes pendulum times
-        return round(moment.timestamp() * 1_000_000) - round(anchor.timestamp() * 1_000_000)
-
-    step = seconds * 1_000_000
-    if micros(start) % step == 0 and micros(end) % step == 0:
-        return start, end
-    last_end = (datetime.fromtimestamp(anchor.timestamp(), UTC)
-                + timedelta(microseconds=micros(end) // step * step))
-    return last_end - timedelta(seconds=seconds), last_end
 
 
 def _restating(conf: dict[str, Any], names: list[str]) -> dict[str, dict[str, int]] | None:

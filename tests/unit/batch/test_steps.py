@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -38,45 +38,16 @@ def test_a_run_of_tumbling_views_reads_and_waits_for_its_interval_only() -> None
     assert completeness_moment(plan) == END + timedelta(minutes=10)  # the views' lateness
 
 
-def test_a_run_triggered_now_with_the_forms_defaults_covers_the_last_whole_interval() -> None:
-    """Airflow gives a manual run with the form's default logical date ("now") the data
-    interval that ends then: [18:50, 19:50) is the hour [18:00, 19:00)."""
-    from lambdalake.settings import BatchSettings
-
-    triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
-    hourly = BatchSettings(interval="1 hour", start_date=date(2026, 11, 1))
-    plan = plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__x", hourly,
-                          logical_date=triggered)
-    assert (plan.start, plan.end) == (datetime(2026, 11, 20, 18, tzinfo=UTC),
-                                      datetime(2026, 11, 20, 19, tzinfo=UTC))
-    # a schedule of 7 hours from the first day's midnight: its intervals, not the epoch's
-    seven = BatchSettings(interval="7 hours", start_date=date(2026, 11, 20))
-    scheduled = (datetime(2026, 11, 20, 7, tzinfo=UTC), datetime(2026, 11, 20, 14, tzinfo=UTC))
-    assert plan_batch_run({}, *scheduled, "scheduled__z", seven,
-                          logical_date=scheduled[0]).interval_args == [
-        "--start", "2026-11-20T07:00:00Z", "--end", "2026-11-20T14:00:00Z"]
-    late = plan_batch_run({}, triggered - timedelta(hours=7), triggered, "manual__y", seven,
-                          logical_date=triggered)
-    assert (late.start, late.end) == scheduled
-    import pendulum  # what Airflow hands the plan task
-
-    now = pendulum.instance(triggered)
-    airflows = plan_batch_run({}, now.subtract(hours=1), now, "manual__z", hourly,
-                              logical_date=now)
-    assert (airflows.start, airflows.end) == (plan.start, plan.end)
-
-
 def test_a_data_interval_set_on_purpose_is_computed_as_it_is() -> None:
-    """Set in the form (*Specify Manually*) or through the REST API (whose client's logical
-    date is the trigger moment): hours or days, aligned to the views' grain, never moved to
-    the schedule's intervals; unaligned, the plan refuses it."""
+    """Set in the form (*Specify Manually*) or through the REST API: hours or days, aligned
+    to the views' grain, never moved to the schedule's intervals; unaligned (such as the
+    hour ending "now" that Airflow's own delta timetable would infer), the plan refuses it."""
     triggered = datetime(2026, 11, 20, 19, 50, 12, tzinfo=UTC)
     days = (datetime(2026, 11, 18, tzinfo=UTC), datetime(2026, 11, 20, 6, tzinfo=UTC))
-    plan = plan_batch_run({"views": ["funnel"]}, *days, "manual__x", logical_date=triggered)
+    plan = plan_batch_run({"views": ["funnel"]}, *days, "manual__x")
     assert (plan.start, plan.end, plan.views) == (*days, ["funnel"])
     with pytest.raises(ValueError, match="not aligned"):
-        plan_batch_run({}, triggered - timedelta(hours=2), triggered - timedelta(minutes=20),
-                       "manual__y", logical_date=triggered)
+        plan_batch_run({}, triggered - timedelta(hours=1), triggered, "manual__y")
 
 
 @pytest.mark.parametrize(("params", "conf", "interval", "message"), [
@@ -131,6 +102,9 @@ def test_the_slices_written_cross_the_job_output_and_xcom_typed() -> None:
     assert parse_results(["batch: funnel ...", line, "other"]) == [written]
     assert json.loads(line.removeprefix("result ")) == written.to_xcom()  # XCom's JSON
     assert SliceWritten.from_xcom(written.to_xcom()) == written
+    assert written.describe("the run's staging table for view version 1") == (
+        "funnel [2026-11-20 10:00, 2026-11-20 11:00): 3 rows from bronze's Delta version 7 "
+        "into the run's staging table for view version 1, now at Delta version 12")
 
 
 def gate_step_exiting(code: int) -> Callable[..., list[str]]:

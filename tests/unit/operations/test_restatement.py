@@ -104,8 +104,7 @@ def test_a_restatement_run_carries_its_interval_late_rows_and_cause(lake: Settin
                            "(/dags/lambdalake_restatement/runs/scheduled__cycle): restates "
                            "[2026-11-20T00:00:00Z, 2026-11-20T01:00:00Z)")
     assert "`page_traffic` 1 rows" in note
-    plan = plan_batch_run({"views": conf["views"]}, *interval, run_id, lake.batch,
-                          logical_date=datetime.now(UTC), conf=conf)
+    plan = plan_batch_run({"views": conf["views"]}, *interval, run_id, conf=conf)
     assert (plan.start, plan.end, plan.restating) == (hour(0), hour(1), conf["restating"])
 
 
