@@ -48,7 +48,9 @@ from lambdalake.stack.process import OneProcessComponent
 from lambdalake.timeutil import iso_utc
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import load_views
+from tests.support.airflow_ui import backfill_from_the_dialog, trigger_with_the_forms_defaults
 from tests.support.background import Background
+from tests.support.browser import fenced_page, is_loopback_url, log_in
 from tests.support.figures import Figures
 from tests.support.ground_truth import (
     expected_view,
@@ -72,7 +74,7 @@ STACK_ENV = {
     "LAMBDALAKE_BATCH__CATCHUP": "true",
     "LAMBDALAKE_BATCH__COMPLETENESS_POKE_SECONDS": "10",
     "LAMBDALAKE_BATCH__RESTATE_EVERY_MINUTES": "1",
-    "LAMBDALAKE_BATCH__RESTATE_RETRY_AFTER_MINUTES": "2",  # a failed restatement's pause
+    "LAMBDALAKE_BATCH__RESTATE_RETRY_AFTER_MINUTES": "1",  # a failed restatement's pause
     "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # tasks are clients of the stack's server
     # the supervisor DAG is tested in test_platform; here it would only compete for 2 cores
     "LAMBDALAKE_SPEED__SUPERVISE_EVERY_SECONDS": "600",
@@ -126,13 +128,18 @@ def client(stack: Platform, traffic: Manifest) -> AirflowClient:
     return client
 
 
-def backfill(client: AirflowClient, *extra: str) -> list[dict]:
+def backfill(client: AirflowClient) -> list[dict[str, Any]]:
     """Backfill DAYS with Airflow's own CLI; return the runs once all finished."""
     command = [str(Path(sys.executable).parent / "lambdalake"), "airflow", "backfill", "create",
                "--dag-id", DAG_ID, "--from-date", str(DAYS[0]), "--to-date", str(DAYS[-1]),
-               "--max-active-runs", "2", *extra]
+               "--max-active-runs", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return finished_backfill_runs(client)
+
+
+def finished_backfill_runs(client: AirflowClient) -> list[dict[str, Any]]:
+    """The runs of DAYS of the DAG's latest backfill, once all finished."""
     latest = client.latest_backfill(DAG_ID)
     assert latest is not None
     client.wait_for_backfill(latest["id"])
@@ -191,7 +198,8 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
     stack: Platform, client: AirflowClient, traffic: Manifest
 ) -> None:
     """Two runs at a time, while ingest and the speed layer run: no write conflict fails a
-    task, and every view equals the ground truth; backfilling again changes no row."""
+    task, and every view equals the ground truth; backfilling again from Airflow's Backfill
+    dialog (Chromium, "All Runs") re-runs the same runs and changes no row."""
     settings = stack.settings
     runs = backfill(client)
     assert [r["state"] for r in runs] == ["success"] * 3, runs
@@ -215,7 +223,16 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
                     columns=["window_start"]).column("window_start").to_pylist()
                 if row.date() == day), view
 
-    again = backfill(client, "--reprocess-behavior", "completed")
+    with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 1000}) as (page,
+                                                                                    refused):
+        log_in(page, stack)  # the Backfill dialog, as the DAG's docs say: "All Runs"
+        counted = backfill_from_the_dialog(page, stack, DAG_ID, DAYS[0], DAYS[-1], "All Runs",
+                                           max_active_runs=2, screenshot="backfill-dialog.png")
+    assert (counted, refused) == ("3 runs will be triggered.", [])
+    created = client.latest_backfill(DAG_ID)
+    assert created is not None and (created["reprocess_behavior"], created["max_active_runs"],
+                                    created["dag_run_conf"]) == ("completed", 2, None), created
+    again = finished_backfill_runs(client)
     assert [r["state"] for r in again] == ["success"] * 3, again
     assert retried_tasks(client, again, earlier_tries=1) == {}
     assert [r["dag_run_id"] for r in again] == [r["dag_run_id"] for r in runs]  # the same runs, re-run
@@ -736,8 +753,9 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     DAG's run of it, each compute a slice that breaks a bound (injected into the run's
     staging): the API's answers for the day are the same before, while the broken slice is
     staged, and after each run failed at gate_views; the failure is on the run's Data
-    quality page; the late rows still wait; a later run of another day publishes nothing
-    of it; the restatement DAG tries the day again after its retry pause, and every answer
+    quality page; the late rows still wait; a later run triggered from the UI's form with its
+    defaults (Chromium) computes the last whole day and publishes nothing of it; the
+    restatement DAG tries the day again after its retry pause, and every answer
     then equals the ground truth of every event."""
     settings, day = stack.settings, DAYS[2]
     before = truth_totals([traffic], day)
@@ -758,13 +776,20 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     failed_at_gate_views(client, rerun)
     assert during == [before, before]
     answers_unchanged()
-    page = httpx.get(f"{settings.airflow.base_url}/lambdalake-quality/runs/{DAG_ID}/{rerun}",
-                     headers=airflow_auth(stack), timeout=30)
-    assert page.status_code == 200 and "range:views" in page.text, page.text[-2000:]
+    quality = httpx.get(f"{settings.airflow.base_url}/lambdalake-quality/runs/{DAG_ID}/{rerun}",
+                        headers=airflow_auth(stack), timeout=30)
+    assert quality.status_code == 200 and "range:views" in quality.text, quality.text[-2000:]
 
-    other = TODAY - timedelta(days=5)  # no run covered it: a day without events
-    other_run = client.trigger(DAG_ID, interval=day_interval(other))
+    other = datetime.now(UTC).date() - timedelta(days=1)  # the form's default: the last whole day
+    with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 1000}) as (page,
+                                                                                    refused):
+        log_in(page, stack)
+        other_run = trigger_with_the_forms_defaults(page, stack, DAG_ID, "trigger-form.png")
+    assert refused == []
     assert client.wait_for_run(DAG_ID, other_run, timeout=900) == "success"
+    assert {view: [(e["start"], e["end"]) for e in announced] for view, announced
+            in view_asset_events(stack, other_run).items()
+            } == {view: [tuple(map(iso_utc, day_interval(other)))] for view in load_views()}
     answers_unchanged()
 
     client.unpause(RESTATEMENT_DAG_ID)

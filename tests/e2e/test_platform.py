@@ -9,7 +9,6 @@ suite covers local paths.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import socket
@@ -22,7 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import httpx
 import pandas as pd
@@ -53,7 +52,14 @@ from lambdalake.stack.process import ManagedProcess, StackError
 from lambdalake.stack.secrets import secrets_dir
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
-from tests.support.browser import CHROMIUM, fenced_page
+from tests.support.browser import (
+    CHROMIUM,
+    SCREENSHOTS,
+    fenced_page,
+    is_loopback,
+    is_loopback_url,
+    log_in,
+)
 from tests.support.contracts import contracts_with_page_view_v2
 from tests.support.figures import Figures
 from tests.support.ground_truth import (
@@ -93,7 +99,6 @@ STACK_ENV = {**isolated_environment("test-platform", slot=2),
              "LAMBDALAKE_KAFKA__REFERENCE_TOPIC__SEGMENT_MS": "500",
              # the demo's whole range of every view in one SQL answer
              "LAMBDALAKE_SERVING__SQL_MAX_ROWS": "100000"}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -146,20 +151,6 @@ def test_everything_listens_on_loopback_only(platform: Platform) -> None:
     assert listening, "the stack listens nowhere?"
     exposed = [(c.laddr.ip, c.laddr.port) for c in listening if not is_loopback(c.laddr.ip)]
     assert exposed == []
-
-
-def is_loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return (mapped or ip).is_loopback
-
-
-def is_loopback_url(url: str) -> bool:
-    """A URL the browser resolves without the network (loopback host, or data:/blob:/about:)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https", "ws", "wss"):
-        return True
-    return parts.hostname == "localhost" or is_loopback(parts.hostname or "0.0.0.0")
 
 
 def test_airflow_dags_test_of_the_smoke_dag(platform: Platform) -> None:
@@ -813,15 +804,6 @@ def test_the_data_quality_pages_form_narrows_it_and_a_run_id_opens_its_run(
     assert opened.startswith(f"{base}/dags/lambdalake_batch_views/runs/"), opened
     assert f"/runs/{run_id}" in unquote(opened), (run_id, opened)
     assert refused == [], f"the page asked beyond loopback: {refused}"
-
-
-def log_in(page: Any, platform: Platform) -> None:
-    """Log ``page`` (a Playwright page) in through Airflow's login form, as the admin."""
-    page.goto(f"{platform.settings.airflow.base_url}/auth/login")
-    page.fill("input[name=username]", platform.settings.airflow.admin_user)
-    page.fill("input[name=password]", platform.airflow.admin_password)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
 
 
 def test_the_pipeline_status_page_shows_every_view_as_the_query_api_and_charts_its_history(
