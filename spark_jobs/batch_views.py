@@ -36,10 +36,8 @@ from lambdalake.timeutil import utc_argument
 from lambdalake.views.definition import load_views
 
 
-def report(written: SliceWritten) -> None:
-    print(f"batch: {written.view} v{written.view_version} [{written.start:%Y-%m-%d %H:%M}, "
-          f"{written.end:%Y-%m-%d %H:%M}) {written.rows} rows from bronze "
-          f"v{written.bronze_version} -> staging table v{written.table_version}", flush=True)
+def report(written: SliceWritten, written_to: str) -> None:
+    print(f"batch: {written.describe(written_to)}", flush=True)
     print(written.result_line(), flush=True)
 
 
@@ -71,10 +69,11 @@ if __name__ == "__main__":
         if args.action == "stage":
             for written in stage_views(spark, settings, selected, args.start, args.end,
                                        args.run_id, args.bronze_version):
-                report(written)
+                report(written, f"the run's staging table for view version {written.view_version}")
         elif args.action == "build":
             for view in selected:
-                report(build_version(spark, settings, view, args.run_id))
+                built = build_version(spark, settings, view, args.run_id)
+                report(built, f"the new view version {built.view_version}")
         else:
             def gate(written: SliceWritten, staged: str) -> bool:
                 result = gate_staged_slice(spark, settings, selected[0], staged, written.start,
@@ -88,8 +87,8 @@ if __name__ == "__main__":
             try:
                 for written in switch_to(spark, settings, selected[0], args.version,
                                          args.run_id, gate):
-                    report(written)
+                    report(written, f"view version {args.version} (carried over, gated)")
             except CarriedSliceRejected as rejected:
                 print(f"batch: {rejected}", flush=True)
                 sys.exit(DATA_REJECTED_EXIT)
-            print(f"batch: {names[0]} readers now use v{args.version}", flush=True)
+            print(f"batch: {names[0]}: readers now use view version {args.version}", flush=True)

@@ -20,7 +20,7 @@ from lambdalake.serving.service import APP_FACTORY, ServingService
 from lambdalake.settings import Settings, documented_variables
 from lambdalake.speed.service import SpeedLayer
 from lambdalake.speed.shards import shards
-from lambdalake.stack.airflow import EXECUTOR, Airflow
+from lambdalake.stack.airflow import EXECUTOR, KNOWN_WARNINGS, Airflow
 from lambdalake.stack.kafka_broker import KafkaCluster
 from lambdalake.stack.object_store import LocalObjectStore
 from lambdalake.stack.postgres import Postgres
@@ -149,6 +149,7 @@ def test_airflow_is_configured_like_the_local_stack(
         missing = local_keys - set(env)
         assert missing == set(), f"{name} lacks {missing}"
         assert env["AIRFLOW__CORE__EXECUTOR"] == EXECUTOR, f"{name} runs another executor"
+        assert env["PYTHONWARNINGS"] == KNOWN_WARNINGS, name
         conn = substituted(env)["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         assert conn == (
             f"postgresql+psycopg2://{env['LAMBDALAKE_POSTGRES__USER']}:from-POSTGRES_PASSWORD@"
@@ -341,7 +342,8 @@ def test_the_image_fetches_jars_and_web_assets_where_the_services_read_them(
     compose: dict[str, Any]
 ) -> None:
     """The Dockerfile's ``lambdalake setup`` fills the jars and web assets dirs the compose
-    services are configured with, and the image has the tools setup fetches them with."""
+    services are configured with, the image has the tools setup fetches them with, and setup
+    knows the registry runs elsewhere (the image has Java 17, the registry needs 21)."""
     dockerfile = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
     [setup] = [line for line in dockerfile.splitlines() if line.rstrip().endswith("lambdalake setup")]
     built = dict(re.findall(r"(LAMBDALAKE_\w+)=(\S+)", setup))
@@ -349,5 +351,8 @@ def test_the_image_fetches_jars_and_web_assets_where_the_services_read_them(
     for variable in ("LAMBDALAKE_JARS_DIR", "LAMBDALAKE_WEB_ASSETS_DIR"):
         assert built[variable] == services[variable] == environment(compose, "serving-api")[
             variable], variable
+    # the registry runs from its own image: setup, told so, needs no Java 21 (find_java)
+    assert built["LAMBDALAKE_REGISTRY__URL"] == services["LAMBDALAKE_REGISTRY__URL"]
+    assert compose["services"]["schema-registry"]["image"].startswith("apicurio/")
     [packages] = re.findall(r"apt-get install -y --no-install-recommends ([^&]+)", dockerfile)
     assert {"maven", "npm"} <= set(packages.split())

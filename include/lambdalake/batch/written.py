@@ -39,6 +39,14 @@ class SliceWritten:
     def result_line(self) -> str:
         return RESULT_PREFIX + json.dumps(self.to_xcom())
 
+    def describe(self, written_to: str) -> str:
+        """The task log's line, each version named for what it counts: ``funnel
+        [2026-12-02 00:00, 2026-12-03 00:00): 24 rows from bronze's Delta version 7 into the
+        run's staging table for view version 1, now at Delta version 0``."""
+        return (f"{self.view} [{self.start:%Y-%m-%d %H:%M}, {self.end:%Y-%m-%d %H:%M}): "
+                f"{self.rows} rows from bronze's Delta version {self.bronze_version} into "
+                f"{written_to}, now at Delta version {self.table_version}")
+
 
 GATED_BRONZE_PREFIX = "gated bronze version "
 """The line the bronze gate step prints: the bronze version it validated, which the run's

@@ -29,6 +29,11 @@ from lambdalake.stack.secrets import local_secret
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
 EXECUTOR = "lambdalake.orchestration.executor.WarmLocalExecutor"
+KNOWN_WARNINGS = ("ignore:The `airflow.utils.operator_helpers.determine_kwargs` attribute is "
+                  "deprecated:FutureWarning")
+"""Python's warning filter (``PYTHONWARNINGS``) for Airflow's processes: Airflow's standard
+provider, which ``@task.sensor`` loads in every task of the batch DAG, imports a name
+Airflow 3.3 deprecated, and the warning headed every task log (nothing of ours uses it)."""
 """LocalExecutor whose workers start with the Spark steps' libraries imported."""
 ADMIN_PASSWORD = "airflow-admin-password"
 TRIGGER_PASSWORD = "airflow-trigger-password"
@@ -102,6 +107,8 @@ class Airflow:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+            "PYTHONWARNINGS": ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"),
+                                                    KNOWN_WARNINGS))),
             **self._metrics(),
             **self._secrets(),
         }
