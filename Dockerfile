@@ -2,6 +2,8 @@
 # JVM jars
 # (a JDK: setup compiles the project's Delta log store for object storage) + the web assets
 # of Data Docs and the query API's /docs (npm: setup packs them from the npm registry).
+# The schema registry runs from its own image (compose's schema-registry), so setup is told
+# its URL and looks for no Java 21 here.
 # docker-compose.yml runs every lambdalake service from it (Airflow components and the Spark
 # master/worker), so drivers and executors share one Python and one classpath.
 FROM apache/airflow:3.3.2-python3.11
@@ -18,4 +20,5 @@ RUN pip install --no-cache-dir --require-hashes -r requirements.txt
 COPY --chown=airflow . .
 RUN pip install --no-cache-dir --no-deps -e . \
  && LAMBDALAKE_STATE_DIR=/tmp/lambdalake-build LAMBDALAKE_JARS_DIR=/opt/lambdalake-jars \
-    LAMBDALAKE_WEB_ASSETS_DIR=/opt/lambdalake-web-assets lambdalake setup
+    LAMBDALAKE_WEB_ASSETS_DIR=/opt/lambdalake-web-assets \
+    LAMBDALAKE_REGISTRY__URL=http://schema-registry:8080/apis/ccompat/v7 lambdalake setup
