@@ -203,6 +203,57 @@ def test_partials_of_micro_batches_combine_to_the_views_exact_values(
                 assert abs(got[measure.name] - want[measure.name]) <= tolerance, (key, measure.name)
 
 
+ARROW_COMBINED = ViewDefinition.model_validate({
+    "name": "arrow_combined", "description": "every kind Arrow or a sketch union combines",
+    "event_types": ["purchase"], "grain": "1 hour", "lateness": "10 minutes",
+    "dimensions": ["currency"],
+    "measures": [{"name": "orders", "kind": "count"},
+                 {"name": "revenue", "kind": "sum", "column": "amount"},
+                 {"name": "smallest", "kind": "min", "column": "amount"},
+                 {"name": "largest", "kind": "max", "column": "amount"},
+                 {"name": "buyers", "kind": "distinct_count", "column": "user_id"},
+                 {"name": "median", "kind": "approx_percentile", "column": "amount",
+                  "percentile": 0.5}]})
+
+
+def test_count_sum_min_max_and_sketches_combine_in_any_grouping_and_order() -> None:
+    """Associative, commutative, with the empty partial as identity: micro-batches of any
+    size, their partial rows shuffled, merged in two groups and then together with an
+    empty micro-batch's, give the exact values (the sketches': within their stated error)
+    every time."""
+    import random
+
+    view = ARROW_COMBINED
+    events = generated_events(3000)
+    expected = exact_values(events, view)
+    generator = random.Random(5)
+    cuts = sorted(generator.sample(range(1, len(events)), 30))
+    partials = pa.concat_tables([partials_of(as_batch(events[a:b]), view) for a, b
+                                 in zip([0, *cuts], [*cuts, len(events)], strict=True)])
+    empty = partials_of(as_batch(events[:0]), view)
+    assert empty.num_rows == 0 and empty.schema == partials.schema
+    for _ in range(4):
+        order = list(range(partials.num_rows))
+        generator.shuffle(order)
+        shuffled = partials.take(pa.array(order))
+        middle = generator.randrange(1, shuffled.num_rows)
+        grouped = merge_partials(pa.concat_tables([
+            merge_partials(shuffled.slice(middle), view), empty,
+            merge_partials(shuffled.slice(0, middle), view)]), view)
+        actual = {tuple(row[k] for k in view.key): row
+                  for row in with_estimates(grouped, view).to_pylist()}
+        assert actual.keys() == expected.keys()
+        for key, want in expected.items():
+            got = actual[key]
+            assert {name: got[name] for name in ("orders", "revenue", "smallest", "largest")
+                    } == {name: want[name] for name in ("orders", "revenue", "smallest",
+                                                        "largest")}, key
+            assert abs(got["buyers"] - want["buyers"]) <= view.distinct_tolerance(
+                want["buyers"], 3), key
+            assert rank_admits(want["median__values"], got["median"], 0.5,
+                               view.quantile_rank_error), key
+
+
 def test_partials_of_a_view_with_expressions_combine_to_the_truth(
     views: dict[str, ViewDefinition],
 ) -> None:
