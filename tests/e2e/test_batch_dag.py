@@ -48,7 +48,11 @@ from lambdalake.stack.process import OneProcessComponent
 from lambdalake.timeutil import iso_utc
 from lambdalake.views.catalog import current_table_path, current_version, physical_table
 from lambdalake.views.definition import load_views
-from tests.support.airflow_ui import backfill_from_the_dialog, trigger_with_the_forms_defaults
+from tests.support.airflow_ui import (
+    backfill_from_the_dialog,
+    pipeline_status,
+    trigger_with_the_forms_defaults,
+)
 from tests.support.background import Background
 from tests.support.browser import fenced_page, is_loopback_url, log_in
 from tests.support.figures import Figures
@@ -226,12 +230,14 @@ def test_a_three_day_backfill_succeeds_and_a_second_one_is_identical(
     with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 1000}) as (page,
                                                                                     refused):
         log_in(page, stack)  # the Backfill dialog, as the DAG's docs say: "All Runs"
-        counted = backfill_from_the_dialog(page, stack, DAG_ID, DAYS[0], DAYS[-1], "All Runs",
-                                           max_active_runs=2, screenshot="backfill-dialog.png")
-    assert (counted, refused) == ("3 runs will be triggered.", [])
+        backfill_from_the_dialog(page, stack, DAG_ID, DAYS[0], DAYS[-1], "All Runs",
+                                 max_active_runs=2, runs=3, screenshot="backfill-dialog.png")
+    assert refused == []
     created = client.latest_backfill(DAG_ID)
-    assert created is not None and (created["reprocess_behavior"], created["max_active_runs"],
-                                    created["dag_run_conf"]) == ("completed", 2, None), created
+    assert created is not None and (
+        created["from_date"], created["to_date"], created["reprocess_behavior"],
+        created["max_active_runs"], created["dag_run_conf"]) == (
+        f"{DAYS[0]}T00:00:00Z", f"{DAYS[-1]}T00:00:00Z", "completed", 2, None), created
     again = finished_backfill_runs(client)
     assert [r["state"] for r in again] == ["success"] * 3, again
     assert retried_tasks(client, again, earlier_tries=1) == {}
@@ -755,8 +761,9 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     staged, and after each run failed at gate_views; the failure is on the run's Data
     quality page; the late rows still wait; a later run triggered from the UI's form with its
     defaults (Chromium) computes the last whole day and publishes nothing of it; the
-    restatement DAG tries the day again after its retry pause, and every answer
-    then equals the ground truth of every event."""
+    Pipeline status page shows the rows waiting; the restatement DAG tries the day again
+    after its retry pause, every answer then equals the ground truth of every event, and
+    the page shows none waiting, each view's last batch verdict passed, and its charts."""
     settings, day = stack.settings, DAYS[2]
     before = truth_totals([traffic], day)
     assert api_totals(settings, day) == before
@@ -813,6 +820,9 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     assert during == [before, before]
     answers_unchanged()
     assert not [r for r in read_restatements(settings) if r["run_id"] == restating]
+    rows, _ = shown_on_the_pipeline_status_page(stack, "pipeline-status-rows-waiting.png")
+    assert {view: cells[7] for view, cells in rows.items()} == {  # "rows waiting"
+        view: f"{waiting[view]:,}" if view in waiting else "–" for view in load_views()}
 
     restated = wait_until_restated(settings, client, day, failed={restating})
     assert {r["view"]: r["late_rows"] for r in restated} == waiting
@@ -820,8 +830,29 @@ def test_runs_whose_view_gate_fails_leave_what_readers_see_and_the_late_rows_wai
     announced_restatements(stack, restated, day)
     assert restating not in {r["run_id"] for r in restated}
     assert api_totals(settings, day) == truth_totals([traffic, late], day) != before
+    rows, charts = shown_on_the_pipeline_status_page(stack, "pipeline-status-restated.png")
+    fresh = late_rows_waiting(settings)  # none waits: the page says what /freshness says
+    assert not any(fresh.values()) and {view: cells[7] for view, cells in rows.items()} == {
+        view: "–" if rows_waiting is None else f"{rows_waiting:,}"
+        for view, rows_waiting in fresh.items()}
+    assert {view: cells[8].split(",")[0] for view, cells in rows.items()} == dict.fromkeys(
+        load_views(), "passed")  # each view's newest interval's batch verdict
+    assert all(charts.get(title, 0) >= 1 for title in (
+        "Batch freshness", "Stream lag", "Gate durations", "DAG run durations")), charts
     print(f"{rerun} and {restating} failed at gate_views; answers stayed {before}; "
           f"{waiting} late rows waited, restated by {sorted({r['run_id'] for r in restated})}")
+
+
+def shown_on_the_pipeline_status_page(stack: Platform, screenshot: str
+                                      ) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Each view's row of the Pipeline status page and its charts' lines, in Chromium with
+    nothing beyond loopback."""
+    with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 900}) as (page,
+                                                                                   refused):
+        log_in(page, stack)
+        shown = pipeline_status(page, stack, screenshot)
+    assert refused == [], refused
+    return shown
 
 
 BAD_DAY = TODAY - timedelta(days=6)  # no scheduled or backfilled run covers it

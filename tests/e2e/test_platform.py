@@ -52,6 +52,7 @@ from lambdalake.stack.process import ManagedProcess, StackError
 from lambdalake.stack.secrets import secrets_dir
 from lambdalake.streaming.progress import read_status
 from lambdalake.views.definition import load_views
+from tests.support.airflow_ui import pipeline_status
 from tests.support.browser import (
     CHROMIUM,
     SCREENSHOTS,
@@ -825,17 +826,7 @@ def test_the_pipeline_status_page_shows_every_view_as_the_query_api_and_charts_i
     before = freshness()
     with fenced_page(is_loopback_url, viewport={"width": 1400, "height": 900}) as (page, refused):
         log_in(page, platform)
-        page.goto(f"{base}/plugin/pipeline-status")
-        frame = page.frame_locator("iframe").first
-        frame.get_by_text("Over time").wait_for(timeout=60_000)
-        rows = {cells[0]: cells for cells in (
-            [cell.inner_text() for cell in row.locator("td").all()]
-            for row in frame.locator("table tbody tr").all())}
-        charts = {heading.inner_text(): heading.evaluate(
-            "h => h.nextElementSibling.querySelectorAll('polyline').length")
-            for heading in frame.locator("h3").all()}
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "pipeline-status-page.png"), full_page=True)
+        rows, charts = pipeline_status(page, platform, "pipeline-status-page.png")
     after = freshness()  # a scheduled run may have moved a mark while the page rendered
     assert set(rows) == set(load_views()) == set(before)
     for view, cells in rows.items():

@@ -193,7 +193,10 @@ def test_the_batch_entry_point_runs_as_airflow_will_run_it(lake: Settings) -> No
         env={**os.environ, **lake.to_environment()}, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert result.stdout.count("batch: funnel v1 [2026-11-20 10:00, 2026-11-20 12:00)") == 1
+    [said] = [line for line in result.stdout.splitlines() if line.startswith("batch: funnel ")]
+    assert said.startswith("batch: funnel [2026-11-20 10:00, 2026-11-20 12:00): ")
+    assert " rows from bronze's Delta version " in said and said.endswith(
+        " into the run's staging table for view version 1, now at Delta version 0")
     from deltalake import DeltaTable
 
     from lambdalake.batch.staging import staging_path
