@@ -148,9 +148,11 @@ def test_a_views_expressions_are_checked_against_the_contracts_with_the_views_na
     definition = view.model_dump(exclude_none=True) | {
         "name": "sales_check", "filter": "amount > 'ten'",
         "columns": {"band": "CASE WHEN amount < 20 THEN 'small' ELSE 'large' END",
-                    "amount": "amount * 2", "discounted": "price * 0.9"},
+                    "amount": "amount * 2", "discounted": "price * 0.9",
+                    "share": "amount / SUM(amount)"},
     }
     definition["measures"][0]["filter"] = "band"
+    definition["measures"][1]["filter"] = "RAND() < 0.1"
     with pytest.raises(ViewError) as raised:
         ViewDefinition.model_validate(definition).check_against(ContractRegistry())
     message = str(raised.value)
@@ -159,6 +161,9 @@ def test_a_views_expressions_are_checked_against_the_contracts_with_the_views_na
     assert "derived column 'discounted': 'price * 0.9': unknown column 'price'" in message
     assert """filter: "amount > 'ten'": no common type for DECIMAL(18,2), STRING""" in message
     assert "measure 'orders' filter: 'band' is STRING, not a condition" in message
+    assert ("derived column 'share': 'amount / SUM(amount)': aggregate SUM(amount) inside an "
+            "expression") in message
+    assert "measure 'units' filter: 'RAND() < 0.1': RAND() is not deterministic" in message
 
 
 def test_a_derived_column_is_a_dimension_and_a_measures_input() -> None:
