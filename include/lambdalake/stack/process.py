@@ -163,24 +163,24 @@ class ManagedProcess:
             orphans = self.orphans()
             for process in orphans:
                 process.kill()
-            psutil.wait_procs(orphans, timeout=10)
+            wait_exited(orphans, timeout=10)
             self.pid_file.unlink(missing_ok=True)
             return False
         pgid = os.getpgid(members[0].pid)
         if root_first:
             try:
                 members[0].send_signal(signal.SIGTERM)
-                members[0].wait(timeout)
-            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            except psutil.NoSuchProcess:
                 pass
-            members = [p for p in members if p.is_running()]
+            wait_exited(members[:1], timeout)
+            members = [p for p in members if not _exited(p)]
             timeout = 10.0
         if members:
             _signal_group(pgid, members, signal.SIGTERM)
-            _, alive = psutil.wait_procs(members, timeout=timeout)
+            alive = wait_exited(members, timeout)
             if alive:
                 _signal_group(pgid, alive, signal.SIGKILL)
-                psutil.wait_procs(alive, timeout=10)
+                wait_exited(alive, timeout=10)
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -189,7 +189,7 @@ class ManagedProcess:
         members = self.members()
         if members:
             _signal_group(os.getpgid(members[0].pid), members, signal.SIGKILL)
-            psutil.wait_procs(members, timeout=10)
+            wait_exited(members, timeout=10)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -246,13 +246,40 @@ def stop_processes(processes: Sequence[psutil.Process], timeout: float = 10.0) -
             process.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    alive = wait_exited(processes, timeout)
     for process in alive:
         try:
             process.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=timeout)
+    wait_exited(alive, timeout)
+
+
+def _exited(process: psutil.Process) -> bool:
+    """Whether ``process`` exited: reaped here if it is a child of this process, or gone,
+    or a zombie (another process's child, which only its parent can reap: the stack a
+    test started in its own process, stopped by `lambdalake down` from another)."""
+    try:
+        process.wait(timeout=0)
+        return True
+    except psutil.TimeoutExpired:
+        try:
+            return bool(process.status() == psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return True
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_exited(processes: Sequence[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every one of ``processes`` exited (``_exited``), at most ``timeout``
+    seconds; those still running."""
+    deadline = time.monotonic() + timeout
+    alive = [process for process in processes if not _exited(process)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [process for process in alive if not _exited(process)]
+    return alive
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -1,3 +1,4 @@
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,14 @@ SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
 
 
+def exited(process: psutil.Process) -> bool:
+    """Gone, or a zombie its parent (init, for a detached one) has yet to reap."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_start_is_idempotent_and_stop_takes_the_whole_group(tmp_path: Path) -> None:
     process = ManagedProcess("sleeper", tmp_path / "run")
     pid = process.start(SLEEPER)
@@ -22,9 +31,36 @@ def test_start_is_idempotent_and_stop_takes_the_whole_group(tmp_path: Path) -> N
     members = process.members()
     assert len(members) == 2
     assert process.stop(timeout=5) is True
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members)
+    assert all(exited(p) for p in members)
     assert process.pid() is None
     assert process.stop() is False
+
+
+def test_stopping_a_process_another_process_started_does_not_wait_for_its_reaping(
+    tmp_path: Path,
+) -> None:
+    """`lambdalake down` stopping a stack that a still-running process started (a test's
+    own stack): what it stops stays a zombie until that parent reaps it, and stop does not
+    wait out its timeout for a process that has exited."""
+    run_dir = tmp_path / "run"
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from lambdalake.stack.process import ManagedProcess; "
+         "ManagedProcess('child', Path(sys.argv[1])).start("
+         "[sys.executable, '-c', 'import time; time.sleep(60)']); "
+         "print('started', flush=True); time.sleep(60)", str(run_dir)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None and starter.stdout.readline() == "started\n"
+        process = ManagedProcess("child", run_dir)
+        child = psutil.Process(process.pid())
+        began = time.monotonic()
+        assert process.stop(timeout=60, root_first=True) is True
+        assert time.monotonic() - began < 15  # it exited at once; the timeout is 60 s
+        assert child.status() == psutil.STATUS_ZOMBIE and process.pid() is None
+    finally:
+        starter.kill()
+        starter.wait()
 
 
 def test_a_lower_priority_reaches_the_process_and_what_it_starts_later(tmp_path: Path) -> None:
@@ -138,7 +174,7 @@ def test_down_stops_what_no_pid_file_names_and_only_that(make_settings: MakeSett
         platform.components = []
         expected = [f"straggler pid {forked_worker.pid} ({forked_worker.name()})"]
         assert platform.down() == expected
-        assert not forked_worker.is_running()
+        assert exited(forked_worker)
         assert other_stack.is_running() and log_viewer.is_running()
         assert own_child.poll() is None  # tagged, but the caller's own child
     finally:
