@@ -65,8 +65,10 @@ from tests.support.ground_truth import (
 )
 from tests.support.merged_answers import merged_answer
 from tests.support.reference_truth import reference_changes, with_attributes_as_of_event_time
+from tests.support.tutorials import blocks, edited, redated, run_shell_block, triggered_run_id
 
 DAG_ID = "lambdalake_batch_views"
+TUTORIAL = "backfill.md"  # Backfill and restate: its commands run here
 RESTATEMENT_DAG_ID = "lambdalake_restatement"
 SUPERVISOR_DAG_ID = "lambdalake_speed_supervisor"
 TODAY = datetime.now(UTC).date()
@@ -133,12 +135,10 @@ def client(stack: Platform, traffic: Manifest) -> AirflowClient:
 
 
 def backfill(client: AirflowClient) -> list[dict[str, Any]]:
-    """Backfill DAYS with Airflow's own CLI; return the runs once all finished."""
-    command = [str(Path(sys.executable).parent / "lambdalake"), "airflow", "backfill", "create",
-               "--dag-id", DAG_ID, "--from-date", str(DAYS[0]), "--to-date", str(DAYS[-1]),
-               "--max-active-runs", "2"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    """Backfill DAYS with Airflow's own CLI, the command of *Backfill and restate* as it is
+    written there; return the runs once all finished."""
+    command = blocks(TUTORIAL, "bash")[0]
+    run_shell_block(redated(command, DAYS[0], DAYS[-1]), timeout=300)
     return finished_backfill_runs(client)
 
 
@@ -554,6 +554,14 @@ def test_events_days_late_are_restated_without_a_manual_command(
     assert marks_of(settings) == marks
     assert {r["view"]: r["late_rows"] for r in restated} == waiting
     announced_restatements(stack, restated, day)
+    status, freshness, quality = blocks(TUTORIAL, "bash")[2].splitlines()  # watching it
+    shown = run_shell_block(status)  # the newest restatements, each with its run
+    assert any(f"late rows taken in, run {r['run_id']}" in shown for r in restated), shown
+    answered = json.loads(run_shell_block(edited(
+        freshness, {"http://127.0.0.1:8000": settings.serving.base_url})))
+    assert {name: view["late_rows_waiting"] for name, view in answered.items()} == (
+        dict.fromkeys(load_views(), 0))
+    assert run_shell_block(quality).startswith("recorded (UTC)")  # its warnings, if any
     print(f"restated {day}: {waiting} late rows waited; {len(seen)} answers read meanwhile, "
           f"each before or after; runs {sorted({r['run_id'] for r in restated})}")
 
@@ -663,7 +671,9 @@ def test_the_trigger_account_reads_runs_and_changes_no_pool_variable_or_connecti
     stack: Platform, client: AirflowClient
 ) -> None:
     """The restatement DAG triggers runs as this account (the restatement tests above show
-    it can); Airflow refuses it everything an admin could change."""
+    it can), and so does `lambdalake recompute`, run as *Backfill and restate* writes it (one
+    run, one view, its interval; the view's rows as they were); Airflow refuses the account
+    everything an admin could change."""
     settings = stack.settings
     auth = airflow_auth(stack, settings.airflow.trigger_user, stack.airflow.trigger_password)
     api = f"{settings.airflow.base_url}/api/v2"
@@ -679,6 +689,18 @@ def test_the_trigger_account_reads_runs_and_changes_no_pool_variable_or_connecti
                    json={"connection_id": "c", "conn_type": "http"}, timeout=30),
     ]
     assert [r.status_code for r in refused] == [403, 403, 403], [r.text[:200] for r in refused]
+
+    day = DAYS[0]  # the tutorial's one run over an interval, for one view: this account's
+    funnel = view_rows(settings, [day])["funnel"]
+    start, end = day_interval(day)
+    run_id = triggered_run_id(run_shell_block(redated(blocks(TUTORIAL, "bash")[1], start, end)))
+    assert client.wait_for_run(DAG_ID, run_id) == "success"
+    run = client.dag_run(DAG_ID, run_id)
+    assert (run["conf"]["views"], datetime.fromisoformat(run["data_interval_start"]),
+            datetime.fromisoformat(run["data_interval_end"]), run["triggering_user_name"]) == (
+        ["funnel"], start, end, settings.airflow.trigger_user), run
+    assert set(view_asset_events(stack, run_id)) == {"funnel"}
+    assert view_rows(settings, [day])["funnel"] == funnel
 
 
 def set_spark_pool(settings: Settings, auth: dict[str, str], slots: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -27,21 +28,29 @@ import httpx
 import pandas as pd
 import psutil
 import pytest
+import yaml
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 from pyarrow.fs import FileSelector
 
+from lambdalake.contracts.registry import ContractRegistry
 from lambdalake.generator.catalogue import REFERENCE_MALFORMED_KINDS
 from lambdalake.generator.traffic import Manifest
 from lambdalake.ingest.service import wait_caught_up
 from lambdalake.kafka.producer import EventProducer
-from lambdalake.kafka.schema_registry import AvroEventCodec, register_contracts, registry_client
+from lambdalake.kafka.schema_registry import (
+    AvroEventCodec,
+    register_contracts,
+    registry_client,
+)
+from lambdalake.kafka.schema_registry import subject as registry_subject
 from lambdalake.lake.bronze import BRONZE_TABLE, QUARANTINE_TABLE
 from lambdalake.lake.delta_rs import delta_rs_uri, table_exists
 from lambdalake.lake.reference import QUARANTINE_TABLE as REFERENCE_QUARANTINE_TABLE
 from lambdalake.operations.platform import Platform
-from lambdalake.orchestration.airflow_api import AirflowClient
+from lambdalake.operations.restatement import BATCH_DAG_ID
+from lambdalake.orchestration.airflow_api import AirflowClient, admin_client
 from lambdalake.quality.history import read_results
 from lambdalake.quality.report import recent, verdict
 from lambdalake.settings import Settings, isolated_environment
@@ -66,6 +75,7 @@ from tests.support.figures import Figures
 from tests.support.ground_truth import (
     bounds_as_of_processing,
     expected_view,
+    first_copies,
     manifest_events,
     totals_over_joins,
 )
@@ -91,6 +101,14 @@ from tests.support.reference_truth import (
     processing_time_candidates,
     with_attributes_as_of_event_time,
 )
+from tests.support.tutorials import (
+    blocks,
+    edited,
+    project_copy,
+    redated,
+    run_shell_block,
+    triggered_run_id,
+)
 
 STACK_ENV = {**isolated_environment("test-platform", slot=2),
              "LAMBDALAKE_SPARK__BATCH_TASKS": "connect",  # as `make up` runs it
@@ -103,9 +121,11 @@ STACK_ENV = {**isolated_environment("test-platform", slot=2),
 
 
 @pytest.fixture(scope="module")
-def platform(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Platform]]
-             ) -> Iterator[Platform]:
-    with fresh_platform(STACK_ENV) as stack:
+def platform(fresh_platform: Callable[[dict[str, str]], AbstractContextManager[Platform]],
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """The stack, its project dir a copy of the checkout's (the tutorials' test adds files)."""
+    project = project_copy(tmp_path_factory.mktemp("project"))
+    with fresh_platform({**STACK_ENV, "LAMBDALAKE_PROJECT_DIR": str(project)}) as stack:
         yield stack
 
 
@@ -890,6 +910,93 @@ def test_no_log_status_or_command_output_of_the_run_shows_a_secret(
              for where, text in outputs.items() if secret in text]
     figures(outputs_scanned=len(outputs), secrets=len(secrets), leaks=len(leaks))
     assert leaks == [], leaks
+
+
+def bronze_events(settings: Settings) -> pd.DataFrame:
+    """Every valid event in bronze (each copy), ``occurred_at`` naive UTC."""
+    bronze = DeltaTable(delta_rs_uri(settings.table_path(BRONZE_TABLE))).to_pandas()
+    bronze["occurred_at"] = pd.to_datetime(bronze["occurred_at"], utc=True).dt.tz_localize(None)
+    return bronze
+
+
+def test_the_tutorials_bring_an_event_type_and_two_views_to_the_running_stack(
+    platform: Platform,
+) -> None:
+    """*Bring your own events*, then *Add a view*, on this stack after its demo, each block
+    of the two pages run as written (its project dir is a copy, so their files land there;
+    one restart serves both pages'): the search contract checks, a search sent before the
+    restart is quarantined as an unknown type, the restart registers the contract and the
+    searches sent after it count in real time; device_traffic's past, filled by the page's
+    recompute from the first day to the other views' mark, moves its mark there and equals
+    pandas over bronze for every key."""
+    settings, own, add = platform.settings, "own-events.md", "add-a-view.md"
+    project, base = settings.project_path(), settings.serving.base_url
+    [contract] = blocks(own, "json")
+    (project / "schemas" / "events" / "search.v1.json").write_text(contract)
+    check_contracts, restart, query_searches = blocks(own, "bash")
+    assert "search v1" in run_shell_block(check_contracts)
+    assert "## search v1" in (project / "docs" / "events.md").read_text()  # regenerated
+    [producer] = blocks(own, "python")
+    producer = edited(producer, {"127.0.0.1:9092": settings.kafka.bootstrap_servers,
+                                 '"lambdalake.events"': repr(settings.kafka.events_topic.name)})
+
+    def send_a_search() -> None:
+        exec(compile(producer, own, "exec"), {})
+
+    quarantined = quarantine_reasons(settings)
+    send_a_search()
+    wait_caught_up(settings, timeout=300)
+    assert quarantine_reasons(settings) - quarantined == Counter({"unknown_event_type": 1})
+
+    definitions = [*blocks(own, "yaml"), *blocks(add, "yaml")]
+    for definition in definitions:
+        name = yaml.safe_load(definition)["name"]
+        (project / "schemas" / "views" / f"{name}.yaml").write_text(definition)
+    check_views, restart_again, fill_past, query_device_traffic = blocks(add, "bash")
+    listed = run_shell_block(check_views)
+    assert "'device_traffic'" in listed and "'searches'" in listed
+    assert shlex.split(restart_again, comments=True) == shlex.split(restart, comments=True)
+    run_shell_block(restart, timeout=1200)
+    registry = registry_client(settings.registry)
+    events_topic = settings.kafka.events_topic.name
+    assert registry.get_latest_version(registry_subject(events_topic, "search")).version == 1
+
+    for _ in range(3):
+        send_a_search()
+    wait_caught_up(settings, timeout=300)
+    deadline, rows = time.monotonic() + 180, []
+    while time.monotonic() < deadline:
+        rows = httpx.get(f"{base}/views/searches/rows", params={"where": "country=DE"},
+                         timeout=30).json()["rows"]
+        if sum(row["searches"] for row in rows) >= 3:
+            break
+        time.sleep(1)
+    answered = [(row["source"], row["searches"], row["searchers"], row["empty_searches"],
+                 row["average_results"]) for row in rows]
+    assert answered == [("realtime", 3, 1, 0, 12.0)]
+    table, curl = query_searches.splitlines()
+    assert "DE" in run_shell_block(table)
+    assert json.loads(run_shell_block(edited(curl, {"http://127.0.0.1:8000": base})))["rows"] == rows
+
+    bronze = bronze_events(settings)  # the past to fill: from the schedule's first day
+    start = datetime.combine(settings.batch.first_day, datetime.min.time(), tzinfo=UTC)
+    mark = window(httpx.get(f"{base}/freshness", timeout=30).json()["page_traffic"][
+        "high_water_mark"])  # to the other views' mark, as the page says
+    assert mark - start >= timedelta(hours=2), (start, mark)
+    run_id = triggered_run_id(run_shell_block(redated(fill_past, start, mark)))
+    assert admin_client(settings).wait_for_run(BATCH_DAG_ID, run_id, timeout=900) == "success"
+    view = load_views(project / "schemas" / "views",
+                      ContractRegistry(project / "schemas" / "events"))["device_traffic"]
+    rows, served_mark = merged_answer(base, view.name, start, mark)
+    assert served_mark == mark
+    truth = expected_view(first_copies(bronze), view, start, mark)
+    assert len(truth) > 10 and disagreements(view, rows, mark, truth) == []
+    query, curl_rows, curl_view = query_device_traffic.splitlines()
+    assert "mobile" in run_shell_block(query)
+    answer = json.loads(run_shell_block(edited(curl_rows, {"http://127.0.0.1:8000": base})))
+    assert answer["rows"] and {row["country"] for row in answer["rows"]} == {"DE"}
+    described = json.loads(run_shell_block(edited(curl_view, {"http://127.0.0.1:8000": base})))
+    assert [m["name"] for m in described["measures"]] == ["views", "unique_users"]
 
 
 def test_down_stops_everything_it_started(platform: Platform) -> None:

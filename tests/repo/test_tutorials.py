@@ -19,17 +19,12 @@ import yaml
 
 from lambdalake.cli.main import build_parser
 from lambdalake.contracts.registry import ContractRegistry
+from lambdalake.settings import Settings
 from lambdalake.views.definition import load_views
 from tests.support.repo import REPO
+from tests.support.tutorials import TUTORIALS, blocks
 
-TUTORIALS = REPO / "docs" / "tutorials"
 EVENTS_DIR, VIEWS_DIR = REPO / "schemas" / "events", REPO / "schemas" / "views"
-BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
-
-
-def blocks(page: str, language: str) -> list[str]:
-    text = (TUTORIALS / page).read_text()
-    return [body for lang, body in BLOCK.findall(text) if lang == language]
 
 
 def commands(page: str) -> list[list[str]]:
@@ -100,6 +95,31 @@ def test_every_command_a_tutorial_shows_parses(page: str) -> None:
 
 
 def test_the_tutorials_show_commands() -> None:
-    """The parse test above would pass on pages whose commands it cannot find."""
+    """The parse and settings tests would pass on pages whose commands they cannot find."""
     assert [len(commands(page)) for page in ("add-a-view.md", "backfill.md", "own-events.md")
             ] == [2, 3, 3]
+    assert len(SETTING.findall((TUTORIALS / "cluster.md").read_text())) == 12  # and settings
+
+
+SETTING = re.compile(r"\bLAMBDALAKE_([A-Z0-9_]+?)(?:=([^\s`]+))?(?=[\s`*),.]|$)")
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in TUTORIALS.glob("*.md")))
+def test_every_setting_a_tutorial_names_is_one_and_takes_the_value_it_shows(
+    page: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``LAMBDALAKE_SPARK__MASTER=spark://...``: the setting exists (a renamed one would be
+    ignored silently: settings allow unknown variables) and reads the value as written;
+    ``LAMBDALAKE_LAKE__OBJECT_STORE__*`` names a group of them."""
+    for name, value in SETTING.findall((TUTORIALS / page).read_text()):
+        found: Any = Settings()
+        for part in name.lower().removesuffix("__").split("__"):
+            assert part in type(found).model_fields, f"{page}: LAMBDALAKE_{name} is no setting"
+            found = getattr(found, part)
+        if value:
+            monkeypatch.setenv(f"LAMBDALAKE_{name}", value)
+            found = Settings()
+            for part in name.lower().split("__"):
+                found = getattr(found, part)
+            assert str(found).lower() == value.lower(), (page, name, found)
+            monkeypatch.delenv(f"LAMBDALAKE_{name}")
