@@ -988,9 +988,9 @@ def test_the_tutorials_bring_an_event_type_and_two_views_to_the_running_stack(
     view = load_views(project / "schemas" / "views",
                       ContractRegistry(project / "schemas" / "events"))["device_traffic"]
     rows, served_mark = merged_answer(base, view.name, start, mark)
-    assert served_mark == mark
+    assert served_mark >= mark  # past it if a scheduled run published the next hour since
     truth = expected_view(first_copies(bronze), view, start, mark)
-    assert len(truth) > 10 and disagreements(view, rows, mark, truth) == []
+    assert len(truth) > 10 and disagreements(view, rows, served_mark, truth) == []
     query, curl_rows, curl_view = query_device_traffic.splitlines()
     assert "mobile" in run_shell_block(query)
     answer = json.loads(run_shell_block(edited(curl_rows, {"http://127.0.0.1:8000": base})))
