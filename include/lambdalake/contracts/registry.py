@@ -198,6 +198,7 @@ class ContractRegistry:
         return sorted({event_type for event_type, _ in self.contracts})
 
     def latest(self, event_type: str) -> EventContract:
+        """The newest version of ``event_type``'s contract; ContractError if none."""
         versions = [v for t, v in self.contracts if t == event_type]
         if not versions:
             raise ContractError(f"unknown event type {event_type!r}")
@@ -238,6 +239,7 @@ class ContractRegistry:
         return _error_messages(validator, event)
 
     def validate(self, event: Mapping[str, Any]) -> None:
+        """Raise ContractError naming every problem of ``event`` (``errors``), if any."""
         problems = self.errors(event)
         if problems:
             raise ContractError("; ".join(problems))
@@ -296,6 +298,7 @@ class EntityRegistry:
         return sorted({entity for entity, _ in self.contracts})
 
     def latest(self, entity: str) -> EntityContract:
+        """The newest version of ``entity``'s contract; ContractError if none."""
         versions = [v for e, v in self.contracts if e == entity]
         if not versions:
             raise ContractError(f"unknown entity {entity!r}")
@@ -334,6 +337,7 @@ class EntityRegistry:
         return _error_messages(self._validators[entity], record)
 
     def validate(self, entity: str, record: Mapping[str, Any]) -> None:
+        """Raise ContractError naming every problem of ``entity``'s ``record``, if any."""
         problems = self.errors(entity, record)
         if problems:
             raise ContractError(f"{entity}: " + "; ".join(problems))

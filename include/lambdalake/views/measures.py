@@ -188,6 +188,8 @@ class MeasureKind:
         return column_bounds
 
     def bounds_rule(self, measure: MeasureSpec, lower: Any, upper: Any) -> str:
+        """The rule the view gate's bounds check of this kind states, from the contract's
+        ``lower`` and ``upper`` bound of the measure's column."""
         return (f"the {self.name} of {measure.column} is within its contract's bounds "
                 f"[{lower}, {upper}]")
 
@@ -196,6 +198,8 @@ class MeasureKind:
         return {}
 
     def reconciliation_rule(self, view: SketchSettings) -> str:
+        """How a closed window's real-time value must agree with the batch layer's: the
+        rule the serving DAG's reconciliation states beside each drift it reports."""
         return "exact: real-time equals batch once the watermark passed"
 
     def reconciles(self, view: SketchSettings, measure: MeasureSpec, batch: Any,
